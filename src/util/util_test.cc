@@ -1,0 +1,41 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+#include "util/error.h"
+#include "util/parse.h"
+#include "util/thread_pool.h"
+
+namespace deltafin {
+
+TEST(Parse, TokenList) {
+  EXPECT_EQ(parse_token_list("1,2, 3"), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_THROW(parse_token_list("1,,2"), Error);
+  EXPECT_THROW(parse_token_list("a"), Error);
+  EXPECT_THROW(parse_token_list("-1"), Error);
+  EXPECT_THROW(parse_token_list(""), Error);
+}
+
+TEST(Parse, ByteSize) {
+  EXPECT_EQ(parse_byte_size("512M", "x"), 512ull << 20);
+  EXPECT_EQ(parse_byte_size("1.5GiB", "x"), 3ull << 29);
+  EXPECT_EQ(parse_byte_size("100", "x"), 100u);
+  EXPECT_THROW(parse_byte_size("5Q", "x"), Error);
+  EXPECT_THROW(parse_byte_size("lots", "x"), Error);
+}
+
+TEST(ThreadPool, CoversEveryIndexOnce) {
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    for (int rep = 0; rep < 20; ++rep) {
+      std::vector<std::atomic<int>> hits(1001);
+      pool.parallel_for(1001, 7, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[i]++;
+      });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+    }
+  }
+}
+
+}  // namespace deltafin
