@@ -1,0 +1,90 @@
+#include "tokenizer/regex.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "util/error.h"
+
+namespace deltafin::tokenizer {
+
+namespace {
+pcre2_code* code_of(void* p) { return static_cast<pcre2_code*>(p); }
+}  // namespace
+
+Regex::Regex(std::string_view pattern, std::string_view what) : pattern_(pattern) {
+  int err = 0;
+  PCRE2_SIZE off = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern_.data()), pattern_.size(),
+                                   PCRE2_UTF | PCRE2_UCP, &err, &off, nullptr);
+  if (!code) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(err, msg, sizeof msg);
+    fail("{}: split pattern not supported by PCRE2 at offset {} ({}): {}", what, off,
+         reinterpret_cast<const char*>(msg), pattern_);
+  }
+  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter on failure
+  code_ = code;
+}
+
+Regex::~Regex() { pcre2_code_free(code_of(code_)); }
+
+void Regex::for_each_match(std::string_view text,
+                           const std::function<void(size_t, size_t)>& fn) const {
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(code_of(code_), nullptr);
+  DF_CHECK(md != nullptr);
+  auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    // The text was validated once by the caller; skip PCRE2's per-call check.
+    int rc = pcre2_match(code_of(code_), subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    DF_CHECK(rc >= 0);
+    PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    size_t b = ov[0], e = ov[1];
+    if (e > b) {
+      fn(b, e);
+      pos = e;
+    } else {
+      // Empty match: move on by one UTF-8 character.
+      pos = b + 1;
+      while (pos < text.size() && (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80) ++pos;
+    }
+  }
+  pcre2_match_data_free(md);
+}
+
+std::string rewrite_class_intersections(std::string_view p) {
+  std::string out;
+  size_t i = 0;
+  while (i < p.size()) {
+    if (p[i] == '\\' && i + 1 < p.size()) {
+      out.append(p.substr(i, 2));
+      i += 2;
+      continue;
+    }
+    if (p[i] == '[') {
+      // Find the end of this class, noting a top-level "&&[^".
+      size_t j = i + 1, amp = std::string_view::npos;
+      int depth = 1;
+      while (j < p.size() && depth > 0) {
+        if (p[j] == '\\') { j += 2; continue; }
+        if (p[j] == '[') ++depth;
+        else if (p[j] == ']') --depth;
+        else if (depth == 1 && p.compare(j, 4, "&&[^") == 0) amp = j;
+        if (depth > 0) ++j;
+      }
+      if (amp != std::string_view::npos && j < p.size()) {
+        std::string_view a = p.substr(i + 1, amp - (i + 1));
+        std::string_view b = p.substr(amp + 4, j - 1 - (amp + 4));  // inside [^ ... ]
+        out += "(?:(?![" + std::string(b) + "])[" + std::string(a) + "])";
+        i = j + 1;
+        continue;
+      }
+    }
+    out.push_back(p[i]);
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace deltafin::tokenizer

@@ -1,0 +1,5 @@
+#include "tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+TEST(Placeholder, Builds) { SUCCEED(); }
