@@ -90,8 +90,8 @@ bool cpu_has(Isa isa) {
   return false;
 }
 
-// ISAs with a compiled implementation (filled in as they are written).
-bool compiled(Isa isa) { return isa == Isa::Scalar; }
+// ISAs with a compiled implementation.
+bool compiled(Isa isa) { return isa == Isa::Scalar || isa == Isa::Avx512; }
 
 Isa best_isa() {
   for (Isa i : {Isa::Avx512, Isa::Avx2})
