@@ -194,7 +194,7 @@ def kimi_linear_config(**over):
         "hidden_size": 64,
         "intermediate_size": 128,
         "moe_intermediate_size": 32,
-        "num_hidden_layers": 4,
+        "num_hidden_layers": 3,
         "num_attention_heads": 4,
         "num_key_value_heads": 4,
         "kv_lora_rank": 32,
@@ -204,13 +204,13 @@ def kimi_linear_config(**over):
         "v_head_dim": 16,
         "mla_use_nope": True,
         "linear_attn_config": {
-            "full_attn_layers": [3],
-            "kda_layers": [1, 2, 4],
+            "full_attn_layers": [2],
+            "kda_layers": [1, 3],
             "head_dim": 16,
             "num_heads": 4,
             "short_conv_kernel_size": 4,
         },
-        "num_experts": 16,
+        "num_experts": 12,
         "num_experts_per_token": 4,
         "num_shared_experts": 1,
         "moe_renormalize": True,
@@ -300,7 +300,14 @@ MXFP4_QUANT = {
 
 FIXTURES = [
     # name, engine arch, experts' encoding, config, first seed, options
-    dict(name="deepseek_v3_bf16", arch="deepseek_v3", encoding="bf16", config=deepseek_v3_config(), seed=1000),
+    dict(
+        name="deepseek_v3_bf16",
+        arch="deepseek_v3",
+        encoding="bf16",
+        # DeepSeek-V3's published shape of config: q_lora, yarn (mscale == mscale_all_dim), 4 groups of 3 experts.
+        config=deepseek_v3_config(n_routed_experts=12),
+        seed=1000,
+    ),
     dict(
         name="deepseek_v3_noqlora_bf16",
         arch="deepseek_v3",
@@ -341,6 +348,7 @@ FIXTURES = [
             num_experts_per_tok=2,
             n_group=2,
             topk_group=1,
+            num_hidden_layers=2,
             quantization_config=FP8_QUANT,
         ),
         seed=3000,
@@ -370,14 +378,21 @@ FIXTURES = [
         seed=4000,
         quant="int4",
     ),
-    dict(name="qwen3_moe_bf16", arch="qwen3_moe", encoding="bf16", config=qwen3_moe_config(), seed=5000),
+    dict(name="qwen3_moe_bf16", arch="qwen3_moe", encoding="bf16", config=qwen3_moe_config(num_hidden_layers=2), seed=5000),
     dict(
         name="qwen3_moe_sparse_step_bf16",
         arch="qwen3_moe",
         encoding="bf16",
         # decoder_sparse_step 2 -> MoE at layers 1, 3, 5; mlp_only_layers [3] -> MoE at 1, 5.
         config=qwen3_moe_config(
-            num_hidden_layers=6, decoder_sparse_step=2, mlp_only_layers=[3], num_experts=8, num_experts_per_tok=2
+            num_hidden_layers=6,
+            decoder_sparse_step=2,
+            mlp_only_layers=[3],
+            num_experts=8,
+            num_experts_per_tok=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            intermediate_size=64,
         ),
         seed=6000,
     ),
