@@ -1,0 +1,55 @@
+// deltafin inspect: what a checkpoint holds and what each token touches.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "util/parse.h"
+
+namespace deltafin::cli {
+
+void register_inspect(CLI::App& app) {
+  struct Args {
+    ModelArgs m;
+    bool json = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("inspect", "architecture, parameter counts and bytes of a model");
+  add_model_options(cmd, a->m);
+  cmd->add_flag("--json", a->json, "print one JSON object");
+  cmd->callback([a] {
+    LoadedModel lm = load(a->m);
+    const ModelSummary& s = lm.model->summary();
+    const double touched = static_cast<double>(s.moe_layers * s.experts_per_token) * s.bytes_per_expert;
+    if (a->json) {
+      nlohmann::json j = {{"arch", s.arch},
+                          {"vocab", s.vocab},
+                          {"hidden", s.hidden},
+                          {"layers", s.layers},
+                          {"moe_layers", s.moe_layers},
+                          {"experts_per_layer", s.experts_per_layer},
+                          {"experts_per_token", s.experts_per_token},
+                          {"spine_params", s.spine_params},
+                          {"expert_params", s.expert_params},
+                          {"spine_bytes", s.spine_bytes},
+                          {"expert_bytes", s.expert_bytes},
+                          {"bytes_per_expert", s.bytes_per_expert},
+                          {"expert_bytes_per_token", static_cast<uint64_t>(touched)}};
+      fmt::print("{}\n", j.dump(2));
+      return;
+    }
+    fmt::print("model            {}\n", a->m.model);
+    fmt::print("architecture     {}\n", s.arch);
+    fmt::print("layers           {} ({} MoE), hidden {}, vocab {}\n", s.layers, s.moe_layers, s.hidden, s.vocab);
+    fmt::print("experts          {} per layer, {} per token\n", s.experts_per_layer, s.experts_per_token);
+    fmt::print("parameters       {:.3f} M total: spine {:.3f} M, routed experts {:.3f} M\n",
+               (s.spine_params + s.expert_params) / 1e6, s.spine_params / 1e6, s.expert_params / 1e6);
+    fmt::print("bytes            spine {}, routed experts {} ({} per expert)\n", format_bytes(s.spine_bytes),
+               format_bytes(s.expert_bytes), format_bytes(s.bytes_per_expert));
+    fmt::print("per token        {} of expert weights touched ({} layers x {} experts)\n", format_bytes(touched),
+               s.moe_layers, s.experts_per_token);
+  });
+}
+
+}  // namespace deltafin::cli
