@@ -5,7 +5,8 @@
 // bytes = 2.6 MB) and queue depth (1..32), reads
 // random block-aligned records of a test file with exactly `qd` reads in
 // flight for --seconds, and reports GB/s and per-read latency percentiles.
-// Each point runs twice, back to back over the same offsets:
+// Each point runs --repeat times per state (the median GB/s is reported),
+// cold first, then warm over the same offsets:
 //   cold: this machine's page cache dropped first (drop_caches when root,
 //         and POSIX_FADV_DONTNEED). O_DIRECT bypasses that cache anyway; a
 //         hypervisor or the device may still hold the blocks (see
@@ -33,10 +34,10 @@
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <sstream>
 
 #include "store/drive.h"
+#include "store/drive_probe.h"
 #include "store/io_engine.h"
 #include "util/aligned.h"
 #include "util/error.h"
@@ -48,12 +49,14 @@ namespace {
 
 using nlohmann::json;
 
+// One point: the median GB/s of `repeat` runs, latency percentiles over all
+// their reads.
 struct Point {
   std::string io, state;
   uint64_t block = 0;
   int qd = 0;
   uint64_t reads = 0;
-  double seconds = 0, gbps = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
+  double seconds = 0, gbps = 0, gbps_min = 0, gbps_max = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
 };
 
 std::string utc_now(const char* fmt) {
@@ -130,62 +133,10 @@ double write_test_file(const std::string& path, uint64_t bytes) {
   return static_cast<double>(bytes) / sw.seconds() / 1e9;
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
-  return v[std::min(i, v.size() - 1)];
-}
-
-// Reads records at offsets[0..] with exactly qd in flight until `seconds`
-// have passed (and at least 2*qd reads), then drains.
-Point run_point(IoKind kind, const std::string& path, uint64_t block, int qd, double seconds,
-                const std::vector<uint64_t>& offsets, size_t* used) {
-  IoOptions o;
-  o.queue_depth = qd;
-  auto e = make_io_engine(kind, o);
-  int f = e->open_file(path, 0);
-  const AlignedSpan sp = e->span(f, 0, block);
-  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> bufs;
-  for (int i = 0; i < qd; ++i)
-    bufs.emplace_back(static_cast<uint8_t*>(aligned_alloc_bytes(sp.bytes, 4096)));
-  std::vector<double> lat;
-  std::vector<Completion> done;
-  size_t next = 0;
-  auto issue = [&](int slot) {
-    uint64_t off = offsets[next % offsets.size()];
-    ++next;
-    e->submit({f, off, block, bufs[slot].get(), static_cast<uint64_t>(slot)});
-  };
-  Stopwatch sw;
-  for (int i = 0; i < qd; ++i) issue(i);
-  const size_t min_reads = static_cast<size_t>(2 * qd);
-  while (e->outstanding() > 0) {
-    done.clear();
-    e->wait(done, 1);
-    for (const auto& c : done) {
-      lat.push_back(c.latency_s);
-      if (sw.seconds() < seconds || next < min_reads) issue(static_cast<int>(c.tag));
-    }
-  }
-  Point p;
-  p.io = io_kind_name(kind);
-  p.block = block;
-  p.qd = qd;
-  p.reads = lat.size();
-  p.seconds = sw.seconds();
-  p.gbps = static_cast<double>(p.reads * block) / p.seconds / 1e9;
-  p.p50 = percentile(lat, 0.50);
-  p.p90 = percentile(lat, 0.90);
-  p.p99 = percentile(lat, 0.99);
-  p.max = percentile(lat, 1.0);
-  *used = next;
-  return p;
-}
-
 json point_json(const Point& p) {
   return {{"io", p.io},       {"state", p.state}, {"block_bytes", p.block}, {"queue_depth", p.qd},
-          {"reads", p.reads}, {"seconds", p.seconds}, {"GBps", p.gbps},  {"p50_ms", p.p50 * 1e3},
+          {"reads", p.reads}, {"seconds", p.seconds}, {"GBps", p.gbps},
+          {"GBps_min", p.gbps_min}, {"GBps_max", p.gbps_max},  {"p50_ms", p.p50 * 1e3},
           {"p90_ms", p.p90 * 1e3}, {"p99_ms", p.p99 * 1e3}, {"max_ms", p.max * 1e3}};
 }
 
@@ -194,7 +145,8 @@ int run(int argc, char** argv) {
   std::string dir, file, results, profile_out, json_out;
   std::string file_size = "4G", blocks = "17547264,2654208", qds = "1,2,4,8,16,32",
               ios = "uring,pread", states = "cold,warm";
-  double seconds = 0.5;
+  double seconds = 0.4;
+  int repeat = 3;
   bool keep = false;
   app.add_option("--dir", dir, "drive directory to measure (a test file is written there)");
   app.add_option("--file", file, "measure this existing file instead (read only)");
@@ -204,6 +156,8 @@ int run(int argc, char** argv) {
   app.add_option("--io", ios, "engines: uring,pread")->capture_default_str();
   app.add_option("--states", states, "cold,warm")->capture_default_str();
   app.add_option("--seconds", seconds, "seconds per point and state")->capture_default_str();
+  app.add_option("--repeat", repeat, "runs per point and state (median reported)")
+      ->capture_default_str();
   app.add_option("--results", results, "append a markdown report to this file");
   app.add_option("--json", json_out, "write every point as JSON to this file");
   app.add_option("--profile-out", profile_out, "write the drive profile (cold, first engine)");
@@ -252,34 +206,54 @@ int run(int argc, char** argv) {
     dio_off = e->file(f).offset_align;
   }
 
+  const std::string mount = mount_of(path);
   const std::string load_before = read_first_line_with("/proc/loadavg", "");
   std::vector<Point> points;
   bool dropped_all = true;
-  std::printf("%-6s %-5s %12s %4s %7s %8s %8s %8s %8s\n", "io", "state", "block", "qd", "reads",
-              "GB/s", "p50 ms", "p90 ms", "p99 ms");
-  std::mt19937_64 rng(12345);
+  std::printf("%-6s %-5s %12s %4s %7s %8s %11s %8s %8s %8s\n", "io", "state", "block", "qd",
+              "reads", "GB/s", "min-max", "p50 ms", "p90 ms", "p99 ms");
+  uint64_t seed = 12345;
   for (IoKind kind : io_list) {
     for (uint64_t block : block_list) {
-      const uint64_t stride = (block + 4095) / 4096 * 4096;
-      const uint64_t nrec = fsize / stride;
-      if (nrec < 2) fail("{} is too small for {}-byte blocks; use a larger --file-size", path, block);
+      if (fsize < block) fail("{} is too small for {}-byte blocks; use a larger --file-size", path, block);
       for (int qd : qd_list) {
-        std::vector<uint64_t> offsets(4096);
-        for (auto& o : offsets) o = (rng() % nrec) * stride;
-        size_t used = 0;
+        // Each repeat reads its own offsets; warm re-reads those cold read.
+        std::vector<std::vector<uint64_t>> offsets;
+        for (int r = 0; r < repeat; ++r) offsets.push_back(record_offsets(fsize, block, 4096, seed++));
+        std::vector<uint64_t> cold_reads(repeat, 0);
         for (const auto& state : state_list) {
-          if (state == "cold") dropped_all &= drop_caches(cfd);
-          std::vector<uint64_t> offs = offsets;
-          // warm re-reads exactly the offsets the cold pass read
-          if (state == "warm" && used > 0) offs.resize(std::min(used, offs.size()));
-          size_t n = 0;
-          Point p = run_point(kind, path, block, qd, seconds, offs, &n);
-          if (state == "cold") used = n;
+          Point p;
+          p.io = io_kind_name(kind);
           p.state = state;
-          std::printf("%-6s %-5s %12llu %4d %7llu %8.2f %8.2f %8.2f %8.2f\n", p.io.c_str(),
-                      p.state.c_str(), static_cast<unsigned long long>(block), qd,
-                      static_cast<unsigned long long>(p.reads), p.gbps, p.p50 * 1e3, p.p90 * 1e3,
-                      p.p99 * 1e3);
+          p.block = block;
+          p.qd = qd;
+          std::vector<double> gbps, lat;
+          for (int r = 0; r < repeat; ++r) {
+            std::span<const uint64_t> offs(offsets[r]);
+            if (state == "cold") dropped_all &= drop_caches(cfd);
+            if (state == "warm" && cold_reads[r] > 0)
+              offs = offs.first(std::min<size_t>(cold_reads[r], offs.size()));
+            ProbeResult pr = probe_reads(kind, path, block, qd, seconds, offs);
+            if (state == "cold") cold_reads[r] = pr.reads;
+            gbps.push_back(pr.bytes_per_s / 1e9);
+            lat.insert(lat.end(), pr.latency_s.begin(), pr.latency_s.end());
+            p.reads += pr.reads;
+            p.seconds += pr.seconds;
+          }
+          std::sort(gbps.begin(), gbps.end());
+          p.gbps = gbps[gbps.size() / 2];
+          p.gbps_min = gbps.front();
+          p.gbps_max = gbps.back();
+          ProbeResult all;
+          all.latency_s = std::move(lat);
+          p.p50 = all.percentile(0.5);
+          p.p90 = all.percentile(0.9);
+          p.p99 = all.percentile(0.99);
+          p.max = all.percentile(1.0);
+          std::printf("%-6s %-5s %12llu %4d %7llu %8.2f %5.2f-%-5.2f %8.2f %8.2f %8.2f\n",
+                      p.io.c_str(), p.state.c_str(), static_cast<unsigned long long>(block), qd,
+                      static_cast<unsigned long long>(p.reads), p.gbps, p.gbps_min, p.gbps_max,
+                      p.p50 * 1e3, p.p90 * 1e3, p.p99 * 1e3);
           std::fflush(stdout);
           points.push_back(p);
         }
@@ -299,10 +273,11 @@ int run(int argc, char** argv) {
               {"file_bytes", fsize},
               {"written_by_bench", wrote},
               {"write_GBps", write_gbps},
-              {"mount", mount_of(path)},
+              {"mount", mount},
               {"dio_mem_align", dio_mem},
               {"dio_offset_align", dio_off},
-              {"seconds_per_point", seconds},
+              {"seconds_per_run", seconds},
+              {"runs_per_point", repeat},
               {"page_cache_dropped", dropped_all ? "drop_caches + fadvise" : "fadvise only (not root)"},
               {"kernel", std::string(un.release)},
               {"cpu", cpu},
@@ -335,7 +310,7 @@ int run(int argc, char** argv) {
         << (wrote ? fmt::format("written by the bench at {:.2f} GB/s", write_gbps)
                   : std::string("existing file, read only"))
         << ")\n";
-    out << "- mount: " << mount_of(path) << "; STATX_DIOALIGN mem/offset: " << dio_mem << "/"
+    out << "- mount: " << mount << "; STATX_DIOALIGN mem/offset: " << dio_mem << "/"
         << dio_off << "\n";
     out << "- machine: " << cpu << ", " << cfg["cores"] << " cores, " << mem << ", kernel "
         << un.release << "\n";
@@ -344,12 +319,14 @@ int run(int argc, char** argv) {
     out << "- cold = " << cfg["page_cache_dropped"].get<std::string>()
         << " before the point; warm = the same offsets re-read right after. Reads are O_DIRECT, "
            "so 'cold' is cold for this machine only: the host may cache blocks it has seen.\n\n";
-    out << "| io | state | block bytes | qd | reads | GB/s | p50 ms | p90 ms | p99 ms |\n";
-    out << "|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+    out << "GB/s is the median of " << repeat << " runs of " << seconds
+        << " s (min-max beside it); latency percentiles pool all their reads.\n\n";
+    out << "| io | state | block bytes | qd | reads | GB/s | min-max | p50 ms | p90 ms | p99 ms |\n";
+    out << "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& p : points)
-      out << fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", p.io,
-                         p.state, p.block, p.qd, p.reads, p.gbps, p.p50 * 1e3, p.p90 * 1e3,
-                         p.p99 * 1e3);
+      out << fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.2f}-{:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
+                         p.io, p.state, p.block, p.qd, p.reads, p.gbps, p.gbps_min, p.gbps_max,
+                         p.p50 * 1e3, p.p90 * 1e3, p.p99 * 1e3);
     out << "\n<details><summary>JSON</summary>\n\n```json\n" << all.dump(1) << "\n```\n</details>\n";
   }
   return 0;
