@@ -151,39 +151,66 @@ bool Checkpoint::has_linear(const std::string& prefix) const {
 }
 
 kernels::WeightView Checkpoint::linear(const std::string& prefix, int64_t out, int64_t in) const {
+  return linear_weight([this](const std::string& n) { return find(n); }, prefix, out, in, dir_.string());
+}
+
+kernels::WeightView linear_weight(const TensorLookup& find, const std::string& prefix, int64_t out, int64_t in,
+                                  const std::string& d) {
   using kernels::Encoding;
+  auto need = [&](const std::string& name) -> const TensorView& {
+    const TensorView* t = find(name);
+    if (!t) fail("{}: tensor {} is missing", d, name);
+    return *t;
+  };
+  auto shape_is = [&](const TensorView& t, std::vector<int64_t> want) {
+    if (t.shape != want) {
+      TensorView w;
+      w.shape = want;
+      fail("{}: tensor {} has shape {}, expected {}", d, t.name, t.shape_str(), w.shape_str());
+    }
+  };
   kernels::WeightView w;
-  w.rows = out;
-  w.cols = in;
-  const std::string d = dir_.string();
   if (const TensorView* p = find(prefix + ".weight_packed")) {
-    const TensorView& s = require(prefix + ".weight_scale");
+    const TensorView& s = need(prefix + ".weight_scale");
+    if (p->shape.size() != 2) fail("{}: {} must be 2-D, has shape {}", d, p->name, p->shape_str());
+    const int64_t per = p->dtype == DType::I32 ? 8 : 2;
+    if (out < 0) out = p->shape[0];
+    if (in < 0) in = p->shape[1] * per;
     if (in % 32 != 0) fail("{}: {} has {} inputs, not a multiple of the group size 32", d, prefix, in);
     if (p->dtype == DType::I32) {
       w.enc = Encoding::INT4_G32;
-      require(p->name, {out, in / 8});
-      require(s.name, {out, in / 32});
+      shape_is(*p, {out, in / 8});
+      shape_is(s, {out, in / 32});
       require_dtype(d, s, DType::BF16);
     } else if (p->dtype == DType::U8) {
       w.enc = Encoding::MXFP4_G32;
-      require(p->name, {out, in / 2});
-      require(s.name, {out, in / 32});
+      shape_is(*p, {out, in / 2});
+      shape_is(s, {out, in / 32});
       require_dtype(d, s, DType::U8);
     } else {
       fail("{}: {} has dtype {}; expected I32 (int4) or U8 (mxfp4)", d, p->name, dtype_name(p->dtype));
     }
+    w.rows = out;
+    w.cols = in;
     w.data = p->data;
     w.scales = s.data;
     return w;
   }
-  const TensorView& t = require(prefix + ".weight", {out, in});
+  const TensorView& t = need(prefix + ".weight");
+  if (t.shape.size() != 2) fail("{}: {} must be 2-D, has shape {}", d, t.name, t.shape_str());
+  if (out < 0) out = t.shape[0];
+  if (in < 0) in = t.shape[1];
+  shape_is(t, {out, in});
+  w.rows = out;
+  w.cols = in;
   w.data = t.data;
   switch (t.dtype) {
     case DType::BF16: w.enc = Encoding::BF16; break;
     case DType::F32: w.enc = Encoding::F32; break;
     case DType::F8_E4M3: {
       w.enc = Encoding::FP8_B128;
-      const TensorView& s = require(prefix + ".weight_scale_inv", {(out + 127) / 128, (in + 127) / 128});
+      const TensorView& s = need(prefix + ".weight_scale_inv");
+      shape_is(s, {(out + 127) / 128, (in + 127) / 128});
       require_dtype(d, s, DType::F32);
       w.scales = s.data;
       w.scale_stride = (in + 127) / 128;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -86,6 +87,16 @@ class Checkpoint {
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorView*> index_;
 };
+
+// Looks a tensor up by name (nullptr when absent).
+using TensorLookup = std::function<const TensorView*(const std::string& name)>;
+
+// The linear layer `prefix` as a WeightView, its encoding read from the
+// tensors `find` gives (see Checkpoint::linear). `out`/`in` < 0: taken from
+// the tensors' shapes instead of checked against them. `where` names the
+// container in errors (a checkpoint directory, a store record).
+kernels::WeightView linear_weight(const TensorLookup& find, const std::string& prefix, int64_t out, int64_t in,
+                                  const std::string& where);
 
 // Reads and parses a JSON file; throws Error naming the file.
 nlohmann::json read_json_file(const std::filesystem::path& path);
