@@ -85,7 +85,7 @@ size_t utf8_stable_prefix(std::string_view s) {
     size_t i = n - back;
     unsigned char c = static_cast<unsigned char>(s[i]);
     if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking
-    if (c < 0x80) return n;
+    if (c < 0xC2 || c > 0xF4) return n;  // ASCII or a byte no character starts with
     size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
     if (back < need && invalid_run(s, i) == back) return i;  // could still complete
     return n;
