@@ -175,7 +175,8 @@ int DriveSet::load_profiles() {
   return n;
 }
 
-ReadPlan DriveSet::plan(uint64_t length, std::span<const int> drives, const IoEngine& engine) const {
+ReadPlan DriveSet::plan(uint64_t length, std::span<const int> drives, const IoEngine& engine,
+                        double min_gain) const {
   std::vector<MirrorLoad> loads;
   std::vector<int> index;  // position in `drives` of each load
   for (size_t i = 0; i < drives.size(); ++i) {
@@ -189,7 +190,7 @@ ReadPlan DriveSet::plan(uint64_t length, std::span<const int> drives, const IoEn
     for (int d : drives) names += (names.empty() ? "" : ", ") + dirs_.at(d);
     fail("no drive holding this record is available ({}); mount one of them", names);
   }
-  ReadPlan p = plan_read(length, loads);
+  ReadPlan p = plan_read(length, loads, 4096, min_gain);
   for (auto& part : p.parts) part.mirror = index[part.mirror];
   return p;
 }

@@ -103,7 +103,9 @@ class DriveSet {
   // record), weighing what `engine` has queued on each. Parts' `mirror`
   // index into `drives`. Throws Error naming the drives when none is
   // available.
-  ReadPlan plan(uint64_t length, std::span<const int> drives, const IoEngine& engine) const;
+  // min_gain as in plan_read (1.0 never splits).
+  ReadPlan plan(uint64_t length, std::span<const int> drives, const IoEngine& engine,
+                double min_gain = 0.10) const;
 
  private:
   std::vector<std::string> dirs_;

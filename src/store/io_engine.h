@@ -24,7 +24,19 @@
 #include <string_view>
 #include <vector>
 
+#include "util/error.h"
+
 namespace deltafin::store {
+
+// A read that failed after its retries; the message names file and offset.
+class ReadError : public Error {
+ public:
+  ReadError(const std::string& msg, uint64_t tag) : Error(msg), tag_(tag) {}
+  uint64_t tag() const { return tag_; }  // the failed request's tag
+
+ private:
+  uint64_t tag_;
+};
 
 enum class IoKind { Uring, Pread };
 
@@ -112,7 +124,7 @@ class IoEngine {
   virtual void submit(const ReadRequest& r) = 0;
 
   // Appends the completions that have landed, without blocking; returns how
-  // many were appended. Throws Error (naming file, offset and cause) for a
+  // many were appended. Throws ReadError (naming file, offset and cause) for a
   // request that failed after its retries: a short file, EIO, a checksum
   // mismatch. A failed request is no longer outstanding; completions seen in
   // the same call are kept for the next call, none is lost.

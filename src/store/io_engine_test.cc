@@ -215,8 +215,9 @@ TEST_P(EngineTest, PersistentErrorNamesFileAndOffset) {
   while (e->outstanding() > 0) {
     try {
       e->wait(done, 1);
-    } catch (const Error& err) {
+    } catch (const ReadError& err) {
       msg = err.what();
+      EXPECT_EQ(err.tag(), 1u);
     }
   }
   EXPECT_NE(msg.find(p), std::string::npos) << msg;

@@ -86,9 +86,9 @@ class PreadEngine final : public IoEngine {
 
   size_t deliver(std::vector<Completion>& out) {
     if (!failed_.empty()) {
-      std::string e = std::move(failed_.front());
+      ReadError e = std::move(failed_.front());
       failed_.pop_front();
-      throw Error(e);
+      throw e;
     }
     size_t n = ready_.size();
     for (auto& c : ready_) out.push_back(c);
@@ -120,7 +120,7 @@ class PreadEngine final : public IoEngine {
       if (step == Step::Done)
         ready_.push_back(complete(op));
       else
-        failed_.push_back(std::move(err));
+        failed_.emplace_back(err, op.req.tag);
       cv_done_.notify_all();
       cv_work_.notify_one();  // a queue slot of this drive is free
     }
@@ -131,7 +131,7 @@ class PreadEngine final : public IoEngine {
   std::vector<std::thread> workers_;
   DriveQueues queues_;
   std::deque<Completion> ready_;
-  std::deque<std::string> failed_;
+  std::deque<ReadError> failed_;
   bool stop_ = false;
 };
 

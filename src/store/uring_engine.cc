@@ -160,7 +160,7 @@ class UringEngine final : public IoEngine {
       if (step == Step::Done)
         ready_.push_back(complete(op));
       else
-        failed_.push_back(std::move(err));
+        failed_.emplace_back(err, op.req.tag);
       free_.push_back(slot);
     }
     start_reads();
@@ -169,9 +169,9 @@ class UringEngine final : public IoEngine {
 
   size_t deliver(std::vector<Completion>& out) {
     if (!failed_.empty()) {
-      std::string e = std::move(failed_.front());
+      ReadError e = std::move(failed_.front());
       failed_.pop_front();
-      throw Error(e);
+      throw e;
     }
     size_t n = ready_.size();
     for (auto& c : ready_) out.push_back(c);
@@ -188,7 +188,7 @@ class UringEngine final : public IoEngine {
   std::vector<uint32_t> free_;
   size_t in_kernel_ = 0;  // sqes queued or submitted whose cqe has not been reaped
   std::deque<Completion> ready_;
-  std::deque<std::string> failed_;
+  std::deque<ReadError> failed_;
 };
 
 }  // namespace
