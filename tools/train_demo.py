@@ -62,7 +62,7 @@ TARGET_ARCH = dict(
     q_lora_rank=96, kv_lora_rank=64, qk_nope_head_dim=48, qk_rope_head_dim=16, v_head_dim=64,
     hidden_act="silu", max_position_embeddings=2048, rms_norm_eps=1e-6,
     initializer_range=0.02, attention_bias=False, attention_dropout=0.0,
-    tie_word_embeddings=False,
+    tie_word_embeddings=False, num_nextn_predict_layers=0,
 )
 DRAFT_ARCH = dict(
     hidden_size=192, intermediate_size=512, num_hidden_layers=4,
@@ -252,7 +252,7 @@ class Routing:
             gidx = gs.topk(cfg.topk_group, dim=-1, sorted=False)[1]
             gmask = torch.zeros_like(gs).scatter_(1, gidx, 1)
             smask = gmask.unsqueeze(-1).expand(-1, G, E // G).reshape(-1, E)
-            choice = choice.masked_fill(~smask.bool(), 0.0)
+            choice = choice.masked_fill(~smask.bool(), float("-inf"))
         top = choice.topk(k + 1, dim=-1)
         idx = top[1][:, :k]
         gap = top[0][:, k - 1] - top[0][:, k]
@@ -336,7 +336,7 @@ def route_from_scores(self, scores, mlp):
         gidx = gs.topk(cfg.topk_group, dim=-1, sorted=False)[1]
         gmask = torch.zeros_like(gs).scatter_(1, gidx, 1)
         smask = gmask.unsqueeze(-1).expand(-1, G, E // G).reshape(-1, E)
-        choice = choice.masked_fill(~smask.bool(), 0.0)
+        choice = choice.masked_fill(~smask.bool(), float("-inf"))
     return choice.topk(cfg.num_experts_per_tok, dim=-1, sorted=False)[1]
 
 
@@ -437,13 +437,27 @@ def write_tokenizer(tok, folder):
         j = json.load(f)
     j["chat_template"] = CHAT_TEMPLATE
     j["bos_token"], j["eos_token"], j["pad_token"] = SPECIALS[BOS], SPECIALS[EOS], SPECIALS[PAD]
-    with open(cfgp, "w") as f:
-        json.dump(j, f, indent=2, sort_keys=True)
-        f.write("\n")
     for extra in ("chat_template.jinja", "special_tokens_map.json"):
         p = os.path.join(folder, extra)
         if os.path.exists(p):
             os.remove(p)
+
+    def dump(obj):
+        with open(cfgp, "w") as f:
+            json.dump(obj, f, indent=2, sort_keys=True)
+            f.write("\n")
+    # The class name older transformers releases know too, if this one loads it.
+    native = j.get("tokenizer_class")
+    portable = dict(j, tokenizer_class="PreTrainedTokenizerFast")
+    portable.pop("backend", None)
+    dump(portable)
+    try:
+        from transformers import AutoTokenizer
+        t = AutoTokenizer.from_pretrained(folder)
+        assert t("a b")["input_ids"] == tok.encode("a b").ids and t.chat_template == CHAT_TEMPLATE
+    except Exception as e:
+        log(f"tokenizer_class PreTrainedTokenizerFast does not load here ({e}); keeping {native}")
+        dump(j)
 
 
 # --------------------------------------------------------------------------- training
@@ -627,15 +641,9 @@ def pick_experts_impl(model, batches, log_fn):
 def load_back(cls, folder):
     import torch
     kw = dict(output_loading_info=True)
-    try:
-        model, info = cls.from_pretrained(folder, dtype=torch.float32, **kw)
-    except TypeError:
-        model, info = cls.from_pretrained(folder, torch_dtype=torch.float32, **kw)
-    if hasattr(model, "set_experts_implementation"):
-        try:
-            model.set_experts_implementation("eager")
-        except Exception:
-            pass
+    if cls.__name__.startswith("Deepseek"):
+        kw["experts_implementation"] = "eager"
+    model, info = cls.from_pretrained(folder, dtype=torch.float32, **kw)
     info = {k: sorted(map(str, v)) if isinstance(v, (list, set)) else str(v) for k, v in info.items()}
     return model.cuda().eval(), info
 
@@ -666,12 +674,18 @@ def routing_stats(model, cfg, docs_windows, routing):
     per_window = {li: [] for li, _ in routing.layers}
     counts = {li: torch.zeros(E, dtype=torch.long, device="cuda") for li, _ in routing.layers}
     reuse = {li: [] for li, _ in routing.layers}
+    same = {li: [0, 0] for li, _ in routing.layers}
     with torch.no_grad():
         for w in docs_windows:
             routing.clear()
             model(input_ids=w[None], use_cache=False)
             for li, _ in routing.layers:
                 idx = routing.choices(li)[0].reshape(-1, k)
+                if routing.captured.get(li) and routing.recomputed.get(li):
+                    a = routing.captured[li][0].reshape(-1, k).sort(-1)[0]
+                    b = routing.recomputed[li][0].reshape(-1, k).sort(-1)[0]
+                    same[li][0] += int((a == b).all(-1).sum())
+                    same[li][1] += a.shape[0]
                 c = torch.bincount(idx.reshape(-1), minlength=E)
                 counts[li] += c
                 per_window[li].append(c)
@@ -705,6 +719,7 @@ def routing_stats(model, cfg, docs_windows, routing):
             "per_window_entropy_norm_mean": sum(entropy(x) for x in per_window[li]) / len(per_window[li]),
             "consecutive_token_overlap": float(torch.stack(reuse[li]).mean()),
             "bias": [round(float(b), 5) for b in dict(routing.layers)[li].gate.e_score_correction_bias],
+            "rule_check_same_choice": same[li][0] / same[li][1] if same[li][1] else None,
         })
     return out
 
@@ -742,6 +757,10 @@ def make_samples(model, tok_hf, routing, seed, max_new):
     import torch
     out = {"greedy": [], "sampled": [], "chat": []}
     model64 = copy.deepcopy(model).double()
+    try:
+        model64.set_attn_implementation("eager")
+    except Exception as e:
+        log(f"eager attention for the float64 copy: {e}")
     r64 = None
     if routing is not None:
         r64 = Routing(model64, model.config)
@@ -854,11 +873,11 @@ def main():
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--target-budget-s", type=float, default=240)
-    ap.add_argument("--draft-budget-s", type=float, default=80)
+    ap.add_argument("--target-budget-s", type=float, default=280)
+    ap.add_argument("--draft-budget-s", type=float, default=110)
     ap.add_argument("--target-steps", type=int, help="fixed step count instead of the time budget")
     ap.add_argument("--draft-steps", type=int, help="fixed step count instead of the time budget")
-    ap.add_argument("--max-epochs", type=float, default=12)
+    ap.add_argument("--max-epochs", type=float, default=8)
     ap.add_argument("--target-lr", type=float, default=1.5e-3)
     ap.add_argument("--draft-lr", type=float, default=2e-3)
     ap.add_argument("--weight-decay", type=float, default=0.1)
