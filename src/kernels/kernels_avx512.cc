@@ -35,10 +35,12 @@ struct V {
   }
 };
 
+#define DF_KERNEL_INLINE inline __attribute__((always_inline))
+
 struct NoMult {};
 
 struct DecF32 {
-  static constexpr int64_t kGroup = 256;
+  static constexpr int64_t kGroup = 64;
   static constexpr bool kNanCheck = false;
   struct Row {
     const uint8_t* p;
@@ -59,7 +61,7 @@ struct DecF32 {
 };
 
 struct DecBF16 {
-  static constexpr int64_t kGroup = 256;
+  static constexpr int64_t kGroup = 64;
   static constexpr bool kNanCheck = false;
   using Row = DecF32::Row;
   using Mult = NoMult;
@@ -79,62 +81,91 @@ struct DecBF16 {
   static bool has_nan(const Row&, int64_t, int64_t) { return false; }
 };
 
-// FP8 e4m3: the byte, sign-extended to 32 bits and shifted left by 20, keeps
-// the sign in bit 31 and s.eeee.mmm's exponent and mantissa in bits 26..20
-// once masked with 0x87F00000: that fp32 is exactly e4m3 * 2^-120 (e4m3
-// subnormals land on fp32 subnormals). Multiplying by scale * 2^120 (exact
-// while |scale| < 2^8, checked by the caller) rounds e4m3 * scale once, as
-// the scalar decode does. 0x7f/0xff (NaN) are patched in where present.
+// FP8 e4m3 by table lookup (VBMI). Every e4m3 value is exactly a bf16, and
+// vpermi2b looks up 64 bytes at once in a 128-entry byte table indexed by
+// the low 7 bits: one lookup gives the bf16's high bytes, one its low bytes;
+// the sign is or'ed into the high byte; then one vpermt2b per 16 elements
+// interleaves (0, 0, low, high) into fp32 lanes. 0x7f/0xff come out as
+// +/-qNaN (0x7fc0 in the table), as the scalar decode has them, and e4m3
+// subnormals as normal floats. w = that * scale is the scalar decode's
+// single rounding.
+constexpr uint16_t e4m3_bf16(int q7) {
+  const int e = q7 >> 3, m = q7 & 7;
+  if (q7 == 0x7f) return 0x7fc0;
+  if (e > 0) return static_cast<uint16_t>((e + 120) << 7 | m << 4);
+  if (m == 0) return 0;
+  const int p = m >= 4 ? 2 : m >= 2 ? 1 : 0;  // m * 2^-9 = 2^(p-9) * (m / 2^p)
+  return static_cast<uint16_t>((118 + p) << 7 | (m - (1 << p)) << (7 - p));
+}
+
+struct E4m3Tables {
+  alignas(64) uint8_t hi[128];
+  alignas(64) uint8_t lo[128];
+  alignas(64) uint8_t ctrl[4][64];  // vpermt2b: fp32 lane i of register k
+  constexpr E4m3Tables() : hi(), lo(), ctrl() {
+    for (int q = 0; q < 128; ++q) {
+      hi[q] = static_cast<uint8_t>(e4m3_bf16(q) >> 8);
+      lo[q] = static_cast<uint8_t>(e4m3_bf16(q) & 0xff);
+    }
+    for (int k = 0; k < 4; ++k)
+      for (int i = 0; i < 16; ++i) {
+        ctrl[k][4 * i + 2] = static_cast<uint8_t>(16 * k + i);       // low byte: source a
+        ctrl[k][4 * i + 3] = static_cast<uint8_t>(64 + 16 * k + i);  // high byte: source b
+      }
+  }
+};
+constexpr E4m3Tables kE4m3{};
+// Bytes 2 and 3 of every dword.
+constexpr __mmask64 kHighHalves = 0xCCCCCCCCCCCCCCCCull;
+
 struct DecFP8 {
   static constexpr int64_t kGroup = 128;
-  static constexpr bool kNanCheck = true;
+  static constexpr int64_t kChunk = 64;
+  static constexpr bool kNanCheck = false;
   struct Row {
     const uint8_t* p;
-    const float* gs;  // scale * 2^120 per 128-column block
+    const float* gs;  // the scale of each 128-column block
   };
   using Mult = __m512;
   static int64_t stage_size(int64_t cols) { return (cols + 127) / 128; }
   static Row row(const WeightView& w, int64_t o, float* stage) {
     const float* s = reinterpret_cast<const float*>(w.scales) +
                      ((w.scale_row0 + o) / 128) * w.scale_stride;
-    const int64_t n = stage_size(w.cols);
-    for (int64_t i = 0; i < n; ++i) stage[i] = s[i] * 0x1p120f;
+    std::memcpy(stage, s, static_cast<size_t>(stage_size(w.cols)) * 4);
     return {w.data + o * w.cols, stage};
   }
   static Mult mult(const Row& r, int64_t g) { return _mm512_set1_ps(r.gs[g]); }
-  static __m512 bits(__m128i q, Mult m) {
-    const __m512i d = _mm512_slli_epi32(_mm512_cvtepi8_epi32(q), 20);
-    const __m512i b = _mm512_and_si512(d, _mm512_set1_epi32(static_cast<int>(0x87F00000u)));
-    return _mm512_mul_ps(_mm512_castsi512_ps(b), m);
+  // Registers k < K of the 64 bytes q (elements 16k .. 16k+15).
+  template <int K>
+  DF_KERNEL_INLINE static void decode(__m512i q, Mult m, __m512* out) {
+    const __m512i thi0 = _mm512_load_si512(kE4m3.hi), thi1 = _mm512_load_si512(kE4m3.hi + 64);
+    const __m512i tlo0 = _mm512_load_si512(kE4m3.lo), tlo1 = _mm512_load_si512(kE4m3.lo + 64);
+    const __m512i lo = _mm512_permutex2var_epi8(tlo0, q, tlo1);
+    // hi | (q & 0x80): ternary logic A | (B & C) = 0xF8
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(thi0, q, thi1), q,
+                                                 _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) {
+      const __m512i ctrl = _mm512_load_si512(kE4m3.ctrl[k]);
+      const __m512i f = _mm512_maskz_permutex2var_epi8(kHighHalves, lo, ctrl, hi);
+      out[k] = _mm512_mul_ps(_mm512_castsi512_ps(f), m);
+    }
   }
-  static __mmask16 nan_mask(__m128i q) {
-    // (q + 1) & 0x7f == 0  <=>  q is 0x7f or 0xff
-    return _mm_testn_epi8_mask(_mm_add_epi8(q, _mm_set1_epi8(1)), _mm_set1_epi8(0x7f));
+  DF_KERNEL_INLINE static void chunk(const Row& r, Mult m, int64_t c, __m512* out) {
+    decode<4>(_mm512_loadu_si512(r.p + c), m, out);
   }
-  static __m512 patch(__m512 w, __m128i q) {
-    return _mm512_mask_mov_ps(w, nan_mask(q), _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN()));
-  }
-  template <bool kNan>
+  template <bool>
   static __m512 vec(const Row& r, Mult m, int64_t c) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r.p + c));
-    if constexpr (kNan) return patch(bits(q, m), q);
-    return bits(q, m);
+    __m512 w;
+    decode<1>(_mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.p + c))), m, &w);
+    return w;
   }
   static __m512 vec_tail(const Row& r, Mult m, int64_t c, int t) {
-    const __m128i q = _mm_maskz_loadu_epi8(tail_mask(t), r.p + c);
-    return patch(bits(q, m), q);
+    __m512 w;
+    decode<1>(_mm512_castsi128_si512(_mm_maskz_loadu_epi8(tail_mask(t), r.p + c)), m, &w);
+    return w;
   }
-  static bool has_nan(const Row& r, int64_t c, int64_t len) {
-    const __m512i one = _mm512_set1_epi8(1), low = _mm512_set1_epi8(0x7f);
-    uint64_t any = 0;
-    for (int64_t j = 0; j < len; j += 64) {
-      const int64_t n = std::min<int64_t>(64, len - j);
-      const __mmask64 k = n == 64 ? ~0ull : (1ull << n) - 1;
-      const __m512i q = _mm512_maskz_loadu_epi8(k, r.p + c + j);
-      any |= _mm512_mask_testn_epi8_mask(k, _mm512_add_epi8(q, one), low);
-    }
-    return any != 0;
-  }
+  static bool has_nan(const Row&, int64_t, int64_t) { return false; }
 };
 
 // INT4 and MXFP4 share the nibble layout (element 2b low nibble of byte b).
@@ -196,7 +227,15 @@ struct DecMxfp4 : DecNibble {
   static Row row(const WeightView& w, int64_t o, float* stage) {
     const int64_t ng = w.cols / 32;
     const uint8_t* s = w.scales + o * ng;
-    for (int64_t g = 0; g < ng; ++g) stage[g] = e8m0_to_float(s[g]);
+    int64_t g = 0;
+    for (; g + 16 <= ng; g += 16) {
+      // 2^(s-127) is the float with exponent field s; s = 0 is 2^-127.
+      const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + g)));
+      const __m512i b = _mm512_mask_mov_epi32(_mm512_slli_epi32(e, 23), _mm512_testn_epi32_mask(e, e),
+                                              _mm512_set1_epi32(0x00400000));
+      _mm512_storeu_si512(stage + g, b);
+    }
+    for (; g < ng; ++g) stage[g] = e8m0_to_float(s[g]);
     return {w.data + o * (w.cols / 2), stage};
   }
   static Mult mult(const Row& r, int64_t g) {
@@ -208,29 +247,6 @@ struct DecMxfp4 : DecNibble {
 
 #include "kernels/kernels_tile.h"
 
-// FP8 scales of at least 2^8 (never seen in published checkpoints) would make
-// scale * 2^120 overflow; such rows are decoded by the scalar decode.
-bool fp8_scales_in_range(const WeightView& w, int64_t o_begin, int64_t o_end) {
-  const float* s = reinterpret_cast<const float*>(w.scales);
-  for (int64_t sr = (w.scale_row0 + o_begin) / 128; sr <= (w.scale_row0 + o_end - 1) / 128; ++sr)
-    for (int64_t c = 0; c < (w.cols + 127) / 128; ++c) {
-      const float v = s[sr * w.scale_stride + c];
-      if (std::isfinite(v) && !(std::abs(v) < 0x1p8f)) return false;
-    }
-  return true;
-}
-
-void matmul_rows_decoded(const WeightView& w, int64_t o_begin, int64_t o_end, const float* x,
-                         int64_t n_rows, int64_t xs, float* y, int64_t ys) {
-  AlignedArray<float> row(static_cast<size_t>(w.cols));
-  const EncodingTraits& t = traits(w.enc);
-  for (int64_t o = o_begin; o < o_end; ++o) {
-    t.decode_row(w, o, row.data());
-    const DecF32::Row rows[1] = {{reinterpret_cast<const uint8_t*>(row.data()), nullptr}};
-    tile_rows<V, DecF32, 1>(rows, w.cols, x, n_rows, xs, y + o, ys);
-  }
-}
-
 }  // namespace
 
 void matmul_rows_avx512(const WeightView& w, int64_t o_begin, int64_t o_end, const float* x,
@@ -241,8 +257,6 @@ void matmul_rows_avx512(const WeightView& w, int64_t o_begin, int64_t o_end, con
     case Encoding::BF16:
       return matmul_rows_with<V, DecBF16, DecF32>(w, o_begin, o_end, x, n_rows, x_stride, y, y_stride);
     case Encoding::FP8_B128:
-      if (!fp8_scales_in_range(w, o_begin, o_end))
-        return matmul_rows_decoded(w, o_begin, o_end, x, n_rows, x_stride, y, y_stride);
       return matmul_rows_with<V, DecFP8, DecF32>(w, o_begin, o_end, x, n_rows, x_stride, y, y_stride);
     case Encoding::INT4_G32:
       return matmul_rows_with<V, DecInt4, DecF32>(w, o_begin, o_end, x, n_rows, x_stride, y, y_stride);

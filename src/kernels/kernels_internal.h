@@ -19,9 +19,11 @@ inline float bits_to_float(uint32_t b) { return std::bit_cast<float>(b); }
 
 inline float bf16_to_float(uint16_t h) { return bits_to_float(static_cast<uint32_t>(h) << 16); }
 
-// e4m3 (bias 7, no infinities; 0x7f and 0xff are NaN, decoded as +qNaN).
+// e4m3 (bias 7, no infinities; 0x7f and 0xff are NaN, decoded as the quiet
+// NaN of their sign: 0x7fc00000 and 0xffc00000).
 inline float e4m3_to_float(uint8_t q) {
-  if ((q & 0x7f) == 0x7f) return std::numeric_limits<float>::quiet_NaN();
+  if (q == 0x7f) return bits_to_float(0x7fc00000u);
+  if (q == 0xff) return bits_to_float(0xffc00000u);
   const int e = (q >> 3) & 15, m = q & 7;
   // Subnormal: m * 2^-9; normal: (8 + m) * 2^(e - 10). Both exact in fp32.
   float v = e == 0 ? std::ldexp(static_cast<float>(m), -9)

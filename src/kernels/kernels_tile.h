@@ -18,17 +18,44 @@
 //   mult(row, g)      Mult for group g
 //   vec<kNan>(row, m, c)   weights [c, c + 16) as a V::reg
 //   vec_tail(row, m, c, t) weights [c, c + t), t < 16, lanes >= t are 0
+//   chunk(row, m, c, out)  optional: kChunk elements into kChunk/16 registers
 //   has_nan(row, c, len)   any NaN code in [c, c + len)   (if kNanCheck)
+
+#ifndef DF_KERNEL_INLINE
+#define DF_KERNEL_INLINE inline __attribute__((always_inline))
+#endif
 
 constexpr int kMaxR = 4;  // activation rows per tile
 constexpr int kOB = 4;    // output rows per tile
+// With one activation row (decode) each output row has a single dependency
+// chain of fmas (one per 16 elements): eight rows in flight hide the fma
+// latency and keep eight weight streams going.
+constexpr int kOBDecode = 8;
 
 template <class V, class D, int OB, int R, bool kNan, int64_t kLen>
-inline void group_fma(const typename D::Row (&rows)[OB], const typename D::Mult (&m)[OB],
+DF_KERNEL_INLINE void group_fma(const typename D::Row (&rows)[OB], const typename D::Mult (&m)[OB],
                       int64_t c0, int64_t len, const float* const (&xr)[R],
                       typename V::reg (&acc)[OB][R]) {
   const int64_t n = kLen > 0 ? kLen : len;
   int64_t j = 0;
+  if constexpr (requires { D::kChunk; }) {
+    // D decodes kChunk elements (K registers) at once, sharing table lookups.
+    constexpr int K = D::kChunk / 16;
+#pragma GCC unroll 4
+    for (; j + D::kChunk <= n; j += D::kChunk) {
+#pragma GCC unroll 8
+      for (int b = 0; b < OB; ++b) {
+        typename V::reg wv[K];
+        D::chunk(rows[b], m[b], c0 + j, wv);
+#pragma GCC unroll 8
+        for (int k = 0; k < K; ++k)
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r)
+            acc[b][r] = V::fma(wv[k], V::load(xr[r] + c0 + j + 16 * k), acc[b][r]);
+      }
+    }
+  }
+#pragma GCC unroll 8
   for (; j + 16 <= n; j += 16) {
     typename V::reg xv[R];
 #pragma GCC unroll 8
@@ -44,9 +71,12 @@ inline void group_fma(const typename D::Row (&rows)[OB], const typename D::Mult 
     if (j < n) {
       const int t = static_cast<int>(n - j);
       typename V::reg xv[R];
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) xv[r] = V::load_tail(xr[r] + c0 + j, t);
+#pragma GCC unroll 8
       for (int b = 0; b < OB; ++b) {
         const typename V::reg wv = D::vec_tail(rows[b], m[b], c0 + j, t);
+#pragma GCC unroll 8
         for (int r = 0; r < R; ++r) acc[b][r] = V::fma_tail(wv, xv[r], acc[b][r], t);
       }
     }
@@ -54,7 +84,7 @@ inline void group_fma(const typename D::Row (&rows)[OB], const typename D::Mult 
 }
 
 template <class V, class D, int OB, int R, bool kNan, int64_t kLen>
-inline void group_any(const typename D::Row (&rows)[OB], int64_t g, int64_t len,
+DF_KERNEL_INLINE void group_any(const typename D::Row (&rows)[OB], int64_t g, int64_t len,
                       const float* const (&xr)[R], typename V::reg (&acc)[OB][R]) {
   typename D::Mult m[OB];
 #pragma GCC unroll 8
@@ -67,17 +97,22 @@ template <class V, class D, int OB, int R>
 void tile(const typename D::Row (&rows)[OB], int64_t cols, const float* x, int64_t xs, float* y,
           int64_t ys) {
   typename V::reg acc[OB][R];
+#pragma GCC unroll 8
   for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[b][r] = V::zero();
   const float* xr[R];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) xr[r] = x + r * xs;
   const int64_t full = cols / D::kGroup, rem = cols % D::kGroup;
   for (int64_t g = 0; g <= full; ++g) {
     const int64_t len = g < full ? D::kGroup : rem;
     if (len == 0) break;
     bool nan = false;
-    if constexpr (D::kNanCheck)
+    if constexpr (D::kNanCheck) {
+#pragma GCC unroll 8
       for (int b = 0; b < OB; ++b) nan |= D::has_nan(rows[b], g * D::kGroup, len);
+    }
     if (len == D::kGroup) {
       if (nan)
         group_any<V, D, OB, R, true, D::kGroup>(rows, g, len, xr, acc);
@@ -90,7 +125,9 @@ void tile(const typename D::Row (&rows)[OB], int64_t cols, const float* x, int64
         group_any<V, D, OB, R, false, 0>(rows, g, len, xr, acc);
     }
   }
+#pragma GCC unroll 8
   for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) y[r * ys + b] = V::reduce(acc[b][r]);
 }
 
@@ -110,6 +147,10 @@ void decode_row_simd(const typename D::Row& row, int64_t cols, float* out) {
 template <class V, class D, int OB>
 void tile_rows(const typename D::Row (&rows)[OB], int64_t cols, const float* x, int64_t n_rows,
                int64_t xs, float* y, int64_t ys) {
+  if constexpr (OB > kOB) {  // decode-only tile shape
+    for (int64_t r = 0; r < n_rows; ++r) tile<V, D, OB, 1>(rows, cols, x + r * xs, xs, y + r * ys, ys);
+    return;
+  }
   int64_t r = 0;
   for (; r + kMaxR <= n_rows; r += kMaxR)
     tile<V, D, OB, kMaxR>(rows, cols, x + r * xs, xs, y + r * ys, ys);
@@ -129,7 +170,7 @@ template <class V, class D, class DF32>
 void matmul_rows_with(const WeightView& w, int64_t o_begin, int64_t o_end, const float* x,
                       int64_t n_rows, int64_t xs, float* y, int64_t ys) {
   const int64_t stage_per_row = D::stage_size(w.cols);
-  AlignedArray<float> stage(static_cast<size_t>(kOB * std::max<int64_t>(stage_per_row, 1)));
+  AlignedArray<float> stage(static_cast<size_t>(kOBDecode * std::max<int64_t>(stage_per_row, 1)));
   const bool via_scratch = !std::is_same_v<D, DF32> && n_rows > kMaxR;
   const int64_t padded = (w.cols + 15) / 16 * 16;
   AlignedArray<float> scratch(via_scratch ? static_cast<size_t>(kOB * padded) : 0);
@@ -148,6 +189,8 @@ void matmul_rows_with(const WeightView& w, int64_t o_begin, int64_t o_end, const
     }
     tile_rows<V, DF32, OB>(frows, w.cols, x, n_rows, xs, y + o, ys);
   };
+  if (n_rows == 1)
+    for (; o + kOBDecode <= o_end; o += kOBDecode) run(std::integral_constant<int, kOBDecode>{});
   for (; o + kOB <= o_end; o += kOB) run(std::integral_constant<int, kOB>{});
   for (; o < o_end; ++o) run(std::integral_constant<int, 1>{});
 }
