@@ -189,16 +189,41 @@ inline __m512 nibble_lookup(const uint8_t* p, __m512 table) {
 struct DecNibble {
   static constexpr int64_t kGroup = 32;
   static constexpr bool kNanCheck = false;
+  // Decode order: the 8 bytes of 16 elements broadcast to every qword (a
+  // load, no shuffle), qword lane j shifted right by 4j: its low dword then
+  // holds nibble j, its high dword nibble j + 8. So lane L holds element
+  // perm[L] = {0, 8, 1, 9, ..., 7, 15}; vpermps needs only those low 4 bits.
+  static constexpr bool kPermuted = true;
   struct Row {
     const uint8_t* p;
     const float* gs;  // fp32 scale per group of 32
   };
   using Mult = __m512;
   static int64_t stage_size(int64_t cols) { return cols / 32; }
+  static __m512i lanes(const uint8_t* p) {
+    uint64_t q;
+    std::memcpy(&q, p, 8);
+    return _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<long long>(q)),
+                             _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28));
+  }
   template <bool>
-  static __m512 vec(const Row& r, Mult m, int64_t c) { return nibble_lookup(r.p + c / 2, m); }
+  static __m512 vec(const Row& r, Mult m, int64_t c) {
+    return _mm512_permutexvar_ps(lanes(r.p + c / 2), m);
+  }
   static __m512 vec_tail(const Row& r, Mult m, int64_t c, int) { return vec<false>(r, m, c); }
+  static __m512 vec_canonical(const Row& r, Mult m, int64_t c) { return nibble_lookup(r.p + c / 2, m); }
   static bool has_nan(const Row&, int64_t, int64_t) { return false; }
+  // x'[16t + L] = x[16t + perm[L]]
+  static void permute_x(const float* x, float* out, int64_t cols) {
+    const __m512i perm = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    for (int64_t c = 0; c < cols; c += 16)
+      _mm512_storeu_ps(out + c, _mm512_permutexvar_ps(perm, _mm512_loadu_ps(x + c)));
+  }
+  // canonical lane l = permuted lane perm^-1[l]
+  static __m512 unpermute(__m512 acc) {
+    const __m512i inv = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    return _mm512_permutexvar_ps(inv, acc);
+  }
 };
 
 struct DecInt4 : DecNibble {

@@ -19,11 +19,25 @@
 //   vec<kNan>(row, m, c)   weights [c, c + 16) as a V::reg
 //   vec_tail(row, m, c, t) weights [c, c + t), t < 16, lanes >= t are 0
 //   chunk(row, m, c, out)  optional: kChunk elements into kChunk/16 registers
+// and, where kPermuted is true, decodes whose register lane L holds element
+// perm[L] of each 16-element block (cheaper to produce): the activations are
+// permuted the same way once per call (permute_x), so lane L still sees one
+// canonical lane's elements in index order, and unpermute() puts the lanes
+// back before the canonical reduction tree. vec_canonical() is the decode in
+// plain order (for decode_row_simd).
 //   has_nan(row, c, len)   any NaN code in [c, c + len)   (if kNanCheck)
 
 #ifndef DF_KERNEL_INLINE
 #define DF_KERNEL_INLINE inline __attribute__((always_inline))
 #endif
+
+template <class D>
+constexpr bool permuted() {
+  if constexpr (requires { D::kPermuted; })
+    return D::kPermuted;
+  else
+    return false;
+}
 
 constexpr int kMaxR = 4;  // activation rows per tile
 constexpr int kOB = 4;    // output rows per tile
@@ -128,7 +142,12 @@ void tile(const typename D::Row (&rows)[OB], int64_t cols, const float* x, int64
 #pragma GCC unroll 8
   for (int b = 0; b < OB; ++b)
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) y[r * ys + b] = V::reduce(acc[b][r]);
+    for (int r = 0; r < R; ++r) {
+      if constexpr (permuted<D>())
+        y[r * ys + b] = V::reduce(D::unpermute(acc[b][r]));
+      else
+        y[r * ys + b] = V::reduce(acc[b][r]);
+    }
 }
 
 // Decodes one row exactly into out[0, cols), zero-padded to a multiple of 16.
@@ -139,7 +158,12 @@ void decode_row_simd(const typename D::Row& row, int64_t cols, float* out) {
     const typename D::Mult m = D::mult(row, g);
     const int64_t c0 = g * D::kGroup, len = std::min<int64_t>(D::kGroup, cols - c0);
     int64_t j = 0;
-    for (; j + 16 <= len; j += 16) V::store(out + c0 + j, D::template vec<true>(row, m, c0 + j));
+    for (; j + 16 <= len; j += 16) {
+      if constexpr (permuted<D>())
+        V::store(out + c0 + j, D::vec_canonical(row, m, c0 + j));
+      else
+        V::store(out + c0 + j, D::template vec<true>(row, m, c0 + j));
+    }
     if (j < len) V::store(out + c0 + j, D::vec_tail(row, m, c0 + j, static_cast<int>(len - j)));
   }
 }
@@ -174,6 +198,16 @@ void matmul_rows_with(const WeightView& w, int64_t o_begin, int64_t o_end, const
   const bool via_scratch = !std::is_same_v<D, DF32> && n_rows > kMaxR;
   const int64_t padded = (w.cols + 15) / 16 * 16;
   AlignedArray<float> scratch(via_scratch ? static_cast<size_t>(kOB * padded) : 0);
+  // Activations in the decoder's lane order (see kPermuted above).
+  AlignedArray<float> xperm;
+  if constexpr (permuted<D>()) {
+    if (!via_scratch) {
+      xperm = AlignedArray<float>(static_cast<size_t>(n_rows * w.cols));
+      for (int64_t r = 0; r < n_rows; ++r) D::permute_x(x + r * xs, xperm.data() + r * w.cols, w.cols);
+      x = xperm.data();
+      xs = w.cols;
+    }
+  }
   int64_t o = o_begin;
   auto run = [&]<int OB>(std::integral_constant<int, OB>) {
     typename D::Row rows[OB];
