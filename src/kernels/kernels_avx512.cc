@@ -17,6 +17,7 @@ inline __mmask16 tail_mask(int t) { return static_cast<__mmask16>((1u << t) - 1)
 
 struct V {
   using reg = __m512;
+  static constexpr int kMaxR = 4, kOB = 4, kOBDecode = 8;
   static reg zero() { return _mm512_setzero_ps(); }
   static reg load(const float* p) { return _mm512_loadu_ps(p); }
   static reg load_tail(const float* p, int t) { return _mm512_maskz_loadu_ps(tail_mask(t), p); }

@@ -39,12 +39,13 @@ constexpr bool permuted() {
     return false;
 }
 
-constexpr int kMaxR = 4;  // activation rows per tile
-constexpr int kOB = 4;    // output rows per tile
-// With one activation row (decode) each output row has a single dependency
-// chain of fmas (one per 16 elements): eight rows in flight hide the fma
-// latency and keep eight weight streams going.
-constexpr int kOBDecode = 8;
+// Tile shapes come from V (they depend on the register count):
+//   V::kMaxR      activation rows per tile
+//   V::kOB        output rows per tile
+//   V::kOBDecode  output rows per tile when there is one activation row: each
+//                 output row is then a single dependency chain of fmas (one
+//                 per 16 elements), so more rows in flight hide the fma
+//                 latency and keep more weight streams going.
 
 template <class V, class D, int OB, int R, bool kNan, int64_t kLen>
 DF_KERNEL_INLINE void group_fma(const typename D::Row (&rows)[OB], const typename D::Mult (&m)[OB],
@@ -171,19 +172,21 @@ void decode_row_simd(const typename D::Row& row, int64_t cols, float* out) {
 template <class V, class D, int OB>
 void tile_rows(const typename D::Row (&rows)[OB], int64_t cols, const float* x, int64_t n_rows,
                int64_t xs, float* y, int64_t ys) {
-  if constexpr (OB > kOB) {  // decode-only tile shape
+  constexpr int kMaxR = V::kMaxR;
+  if constexpr (OB > V::kOB) {  // decode-only tile shape
     for (int64_t r = 0; r < n_rows; ++r) tile<V, D, OB, 1>(rows, cols, x + r * xs, xs, y + r * ys, ys);
     return;
   }
   int64_t r = 0;
   for (; r + kMaxR <= n_rows; r += kMaxR)
     tile<V, D, OB, kMaxR>(rows, cols, x + r * xs, xs, y + r * ys, ys);
-  switch (n_rows - r) {
-    case 1: tile<V, D, OB, 1>(rows, cols, x + r * xs, xs, y + r * ys, ys); break;
-    case 2: tile<V, D, OB, 2>(rows, cols, x + r * xs, xs, y + r * ys, ys); break;
-    case 3: tile<V, D, OB, 3>(rows, cols, x + r * xs, xs, y + r * ys, ys); break;
-    default: break;
-  }
+  if constexpr (kMaxR > 1)
+    if (n_rows - r == 1) tile<V, D, OB, 1>(rows, cols, x + r * xs, xs, y + r * ys, ys);
+  if constexpr (kMaxR > 2)
+    if (n_rows - r == 2) tile<V, D, OB, 2>(rows, cols, x + r * xs, xs, y + r * ys, ys);
+  if constexpr (kMaxR > 3)
+    if (n_rows - r == 3) tile<V, D, OB, 3>(rows, cols, x + r * xs, xs, y + r * ys, ys);
+  static_assert(kMaxR <= 4);
 }
 
 // The ISA's matmul_rows for decoder D. DF32 is the same ISA's F32 decoder,
@@ -194,8 +197,9 @@ template <class V, class D, class DF32>
 void matmul_rows_with(const WeightView& w, int64_t o_begin, int64_t o_end, const float* x,
                       int64_t n_rows, int64_t xs, float* y, int64_t ys) {
   const int64_t stage_per_row = D::stage_size(w.cols);
+  constexpr int kOB = V::kOB, kOBDecode = V::kOBDecode;
   AlignedArray<float> stage(static_cast<size_t>(kOBDecode * std::max<int64_t>(stage_per_row, 1)));
-  const bool via_scratch = !std::is_same_v<D, DF32> && n_rows > kMaxR;
+  const bool via_scratch = !std::is_same_v<D, DF32> && n_rows > V::kMaxR;
   const int64_t padded = (w.cols + 15) / 16 * 16;
   AlignedArray<float> scratch(via_scratch ? static_cast<size_t>(kOB * padded) : 0);
   // Activations in the decoder's lane order (see kPermuted above).
