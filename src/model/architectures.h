@@ -12,5 +12,6 @@ std::unique_ptr<DecoderModel> build_deepseek_v3(const Checkpoint& ck, const Mode
 std::unique_ptr<DecoderModel> build_qwen3_moe(const Checkpoint& ck, const ModelOptions& opts);
 std::unique_ptr<DecoderModel> build_mixtral(const Checkpoint& ck, const ModelOptions& opts);
 std::unique_ptr<DecoderModel> build_kimi_linear(const Checkpoint& ck, const ModelOptions& opts);
+std::unique_ptr<DecoderModel> build_kimi_k3(const Checkpoint& ck, const ModelOptions& opts);
 
 }  // namespace deltafin

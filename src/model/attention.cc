@@ -14,6 +14,7 @@ namespace {
 struct KvCache : LayerState {
   std::vector<float> k, v;  // [len, width]
   int64_t len = 0;
+  std::unique_ptr<LayerState> clone() const override { return std::make_unique<KvCache>(*this); }
 };
 
 // Runs fn(r, h) for every row and head, split over threads by (r, h) pairs.

@@ -13,6 +13,18 @@ struct DecoderState : SequenceState {
   std::vector<std::unique_ptr<LayerState>> layers;
   int64_t len = 0;
   int64_t length() const override { return len; }
+  std::unique_ptr<SequenceState> snapshot() const override {
+    auto s = std::make_unique<DecoderState>();
+    for (const auto& l : layers) s->layers.push_back(l->clone());
+    s->len = len;
+    return s;
+  }
+  void restore(const SequenceState& saved) override {
+    const auto* s = dynamic_cast<const DecoderState*>(&saved);
+    DF_CHECK(s && s->layers.size() == layers.size());
+    for (size_t l = 0; l < layers.size(); ++l) layers[l] = s->layers[l]->clone();
+    len = s->len;
+  }
 };
 
 }  // namespace
@@ -37,7 +49,8 @@ void DecoderModel::forward(SequenceState& seq, std::span<const int32_t> tokens, 
     enc.decode_row(embed, tokens[r], x_.data() + r * H);
   }
   const int64_t pos0 = st.len;
-  for (size_t l = 0; l < layers.size(); ++l) {
+  if (attn_res_block > 0) run_layers_attn_res(st.layers, n, pos0);
+  else for (size_t l = 0; l < layers.size(); ++l) {
     DecoderLayer& L = layers[l];
     L.in_norm.run(x_.data(), n, xn_.data());
     L.attn->forward(*st.layers[l], xn_.data(), n, pos0, a_.data(), pool);
@@ -51,6 +64,47 @@ void DecoderModel::forward(SequenceState& seq, std::span<const int32_t> tokens, 
   const int64_t first = last_only ? n - 1 : 0;
   final_norm.run(x_.data() + first * H, n - first, xn_.data());
   lm_head.run(xn_.data(), n - first, logits, pool);
+}
+
+void DecoderModel::run_layers_attn_res(std::vector<std::unique_ptr<LayerState>>& states, int64_t n,
+                                       int64_t pos0) {
+  const int64_t H = info.hidden, L = static_cast<int64_t>(layers.size());
+  const int64_t max_blocks = (L + attn_res_block - 1) / attn_res_block;
+  mix_.resize(n * H);
+  blocks_.resize(max_blocks * n * H);  // [block, row, hidden]
+  res_scratch_.resize(H + max_blocks + 1);
+  std::vector<const float*> v(max_blocks + 1);
+  int64_t nb = 0;
+  // mix_ = AttnRes over [blocks..., P] row by row.
+  auto mix = [&](const AttnResWeights& w, const float* P) {
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t i = 0; i < nb; ++i) v[i] = blocks_.data() + (i * n + r) * H;
+      v[nb] = P + r * H;
+      attn_res(v.data(), nb + 1, w.w.data(), w.eps, H, mix_.data() + r * H, res_scratch_.data());
+    }
+  };
+  // x_ holds the prefix sum P (h between layers).
+  for (int64_t l = 0; l < L; ++l) {
+    DecoderLayer& D = layers[l];
+    const float* xa = x_.data();
+    if (nb > 0) {
+      mix(*D.attn_res, x_.data());
+      xa = mix_.data();
+    }
+    const bool block_start = l % attn_res_block == 0;
+    if (block_start) std::copy_n(x_.data(), n * H, blocks_.data() + nb++ * n * H);
+    D.in_norm.run(xa, n, xn_.data());
+    D.attn->forward(*states[l], xn_.data(), n, pos0, a_.data(), pool);
+    if (block_start) std::copy_n(a_.data(), n * H, x_.data());  // the prefix restarts
+    else for (int64_t i = 0; i < n * H; ++i) x_[i] += a_[i];
+    mix(*D.mlp_res, x_.data());
+    D.post_norm.run(mix_.data(), n, xn_.data());
+    if (D.moe) D.moe->run(xn_.data(), n, a_.data(), *experts, pool);
+    else D.mlp->run(xn_.data(), n, a_.data(), pool, scratch_);
+    for (int64_t i = 0; i < n * H; ++i) x_[i] += a_[i];
+  }
+  mix(*output_res, x_.data());
+  std::copy_n(mix_.data(), n * H, x_.data());
 }
 
 void DecoderModel::count_bytes(const Checkpoint& ck, const std::string& expert_marker) {

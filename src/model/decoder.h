@@ -12,11 +12,19 @@
 
 namespace deltafin {
 
+// Attention residuals (Kimi K3): the score vector w = norm.weight * proj.weight
+// of one AttnRes site (see attn_res in ops.h).
+struct AttnResWeights {
+  std::vector<float> w;  // [hidden]
+  float eps = 1e-5f;
+};
+
 struct DecoderLayer {
   Norm in_norm, post_norm;
   std::unique_ptr<AttentionLayer> attn;
   std::optional<DenseMlp> mlp;
   std::unique_ptr<MoeFfn> moe;
+  std::optional<AttnResWeights> attn_res, mlp_res;  // with DecoderModel::attn_res_block
 };
 
 class DecoderModel : public Model {
@@ -29,6 +37,15 @@ class DecoderModel : public Model {
   ThreadPool* pool = nullptr;
   ExpertSource* experts = nullptr;           // where routed experts come from
   std::unique_ptr<ResidentExperts> resident;  // the checkpoint's own experts
+  // Attention residuals (Kimi K3), when > 0: the residual stream is cut into
+  // blocks of this many layers; each sub-layer's input (and the final norm's)
+  // is an AttnRes mix of the block starts and the running prefix sum:
+  //   P = h; x = blocks ? mix(P, attn_res) : P
+  //   if l % block == 0: blocks += P; P = 0
+  //   P += attn(in_norm x); h = P + ffn(post_norm mix(P, mlp_res))
+  //   logits = lm_head(final_norm mix(h, output_res))
+  int64_t attn_res_block = 0;
+  std::optional<AttnResWeights> output_res;
 
   std::unique_ptr<SequenceState> new_sequence() const override;
   void forward(SequenceState& seq, std::span<const int32_t> tokens, float* logits, bool last_only) override;
@@ -39,7 +56,9 @@ class DecoderModel : public Model {
   void count_bytes(const Checkpoint& ck, const std::string& expert_marker);
 
  private:
-  std::vector<float> x_, xn_, a_, scratch_;
+  // The layer loop with attention residuals; leaves the mixed final h in x_.
+  void run_layers_attn_res(std::vector<std::unique_ptr<LayerState>>& states, int64_t n, int64_t pos0);
+  std::vector<float> x_, xn_, a_, scratch_, mix_, blocks_, res_scratch_;
 };
 
 }  // namespace deltafin

@@ -17,6 +17,7 @@ namespace deltafin {
 // Per-sequence, per-layer state (KV cache, recurrent state).
 struct LayerState {
   virtual ~LayerState() = default;
+  virtual std::unique_ptr<LayerState> clone() const = 0;  // a deep copy
 };
 
 class AttentionLayer {
@@ -93,12 +94,17 @@ class KdaAttention : public AttentionLayer {
   std::vector<float> qkv_, fg_, tmp_, beta_, og_, core_;
 };
 
-enum class Activation { SiLU };
+// GLU activations h = act(g, u):
+//   SiLU: silu(g) * u
+//   SiTU (Kimi K3): beta tanh(g/beta) sigmoid(g) * lb tanh(u/lb), with
+//         beta = act_beta, lb = act_linear_beta (0: u is not transformed).
+enum class Activation { SiLU, SiTU };
 
-// down(act(gate x) * up x)
+// down(act(gate x, up x))
 struct DenseMlp {
   Linear gate, up, down;
   Activation act = Activation::SiLU;
+  float act_beta = 1.0f, act_linear_beta = 0.0f;  // SiTU only
   void run(const float* x, int64_t n, float* y, ThreadPool* pool, std::vector<float>& scratch) const;
 };
 
@@ -122,11 +128,17 @@ struct MoeFfn {
   int64_t expert_inter = 0;
   std::optional<DenseMlp> shared;
   Activation act = Activation::SiLU;
-  // y = sum_k w_k expert_k(x) (router order) + shared(x).
+  float act_beta = 1.0f, act_linear_beta = 0.0f;  // SiTU only
+  // Latent MoE (Kimi K3): routed experts work on z = latent_down x [latent]
+  // and their sum goes through latent_norm (when present) and latent_up.
+  std::optional<Linear> latent_down, latent_up;
+  std::optional<Norm> latent_norm;
+  // y = sum_k w_k expert_k(x) (router order) + shared(x); with a latent:
+  // y = latent_up(latent_norm(sum_k w_k expert_k(latent_down x))) + shared(x).
   void run(const float* x, int64_t n, float* y, ExpertSource& experts, ThreadPool* pool);
 
  private:
-  std::vector<float> scratch_, xs_, h_, g_, u_, d_, outs_, shared_;
+  std::vector<float> scratch_, xs_, h_, g_, u_, d_, outs_, shared_, lat_in_, lat_out_;
   std::vector<int32_t> ids_;
   std::vector<float> w_;
 };

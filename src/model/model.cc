@@ -16,6 +16,7 @@ struct ArchEntry {
 constexpr ArchEntry kArchitectures[] = {
     {"deepseek_v3", build_deepseek_v3}, {"kimi_k2", build_deepseek_v3}, {"qwen3_moe", build_qwen3_moe},
     {"mixtral", build_mixtral},         {"kimi_linear", build_kimi_linear},
+    {"kimi_k3", build_kimi_k3},
 };
 
 }  // namespace

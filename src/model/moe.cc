@@ -11,10 +11,19 @@ namespace deltafin {
 
 namespace {
 
-void activate(Activation act, const float* g, const float* u, float* h, int64_t n) {
+// h may alias g.
+void activate(Activation act, float beta, float linear_beta, const float* g, const float* u, float* h, int64_t n) {
   switch (act) {
     case Activation::SiLU:
       for (int64_t i = 0; i < n; ++i) h[i] = silu(g[i]) * u[i];
+      break;
+    case Activation::SiTU:
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i];
+        const float a = beta * std::tanh(gi / beta) * sigmoid(gi);
+        const float ui = linear_beta > 0.0f ? linear_beta * std::tanh(u[i] / linear_beta) : u[i];
+        h[i] = a * ui;
+      }
       break;
   }
 }
@@ -38,7 +47,7 @@ void DenseMlp::run(const float* x, int64_t n, float* y, ThreadPool* pool, std::v
   float* u = g + n * I;
   gate.run(x, n, g, pool);
   up.run(x, n, u, pool);
-  activate(act, g, u, g, n * I);
+  activate(act, act_beta, act_linear_beta, g, u, g, n * I);
   down.run(g, n, y, pool);
 }
 
@@ -98,16 +107,28 @@ void Router::route(const float* x, int64_t n, int32_t* ids, float* weights, Thre
 
 void MoeFfn::run(const float* x, int64_t n, float* y, ExpertSource& experts, ThreadPool* pool) {
   const int64_t K = router.top_k, H = router.weight.in(), I = expert_inter;
+  const int64_t He = latent_down ? latent_down->out() : H;
   ids_.resize(n * K);
   w_.resize(n * K);
   router.route(x, n, ids_.data(), w_.data(), pool, scratch_);
+  // Experts read xe [n, He] and their weighted sum goes to ye [n, He]: x and y
+  // themselves, or the latent (Kimi K3).
+  const float* xe = x;
+  float* ye = y;
+  if (latent_down) {
+    lat_in_.resize(n * He);
+    lat_out_.resize(n * He);
+    latent_down->run(x, n, lat_in_.data(), pool);
+    xe = lat_in_.data();
+    ye = lat_out_.data();
+  }
   // Union of experts (ascending) and, per expert, the (row, slot) pairs using it.
   std::vector<std::vector<int32_t>> users(router.n_experts);
   for (int64_t i = 0; i < n * K; ++i) users[ids_[i]].push_back(static_cast<int32_t>(i));
   std::vector<int32_t> uni;
   for (int32_t e = 0; e < router.n_experts; ++e)
     if (!users[e].empty()) uni.push_back(e);
-  outs_.resize(n * K * H);
+  outs_.resize(n * K * He);
   experts.begin_layer(layer, uni);
   for (size_t c = 0; c < uni.size(); ++c) {
     ExpertWeights ew;
@@ -116,27 +137,31 @@ void MoeFfn::run(const float* x, int64_t n, float* y, ExpertSource& experts, Thr
       fail("expert source returned expert {} that layer {} did not ask for", e, layer);
     const auto& us = users[e];
     const int64_t m = static_cast<int64_t>(us.size());
-    xs_.resize(m * H);
-    for (int64_t i = 0; i < m; ++i) std::copy_n(x + (us[i] / K) * H, H, xs_.data() + i * H);
+    xs_.resize(m * He);
+    for (int64_t i = 0; i < m; ++i) std::copy_n(xe + (us[i] / K) * He, He, xs_.data() + i * He);
     g_.resize(m * I);
     u_.resize(m * I);
-    kernels::matmul(ew.gate, xs_.data(), m, H, g_.data(), I, pool);
-    kernels::matmul(ew.up, xs_.data(), m, H, u_.data(), I, pool);
-    activate(act, g_.data(), u_.data(), g_.data(), m * I);
-    d_.resize(m * H);
-    kernels::matmul(ew.down, g_.data(), m, I, d_.data(), H, pool);
-    for (int64_t i = 0; i < m; ++i) std::copy_n(d_.data() + i * H, H, outs_.data() + us[i] * H);
+    kernels::matmul(ew.gate, xs_.data(), m, He, g_.data(), I, pool);
+    kernels::matmul(ew.up, xs_.data(), m, He, u_.data(), I, pool);
+    activate(act, act_beta, act_linear_beta, g_.data(), u_.data(), g_.data(), m * I);
+    d_.resize(m * He);
+    kernels::matmul(ew.down, g_.data(), m, I, d_.data(), He, pool);
+    for (int64_t i = 0; i < m; ++i) std::copy_n(d_.data() + i * He, He, outs_.data() + us[i] * He);
     experts.release(e);
   }
   // Router order: y = sum_k w_k out_k, then + shared.
   for (int64_t r = 0; r < n; ++r) {
-    float* yr = y + r * H;
-    std::fill(yr, yr + H, 0.0f);
+    float* yr = ye + r * He;
+    std::fill(yr, yr + He, 0.0f);
     for (int64_t k = 0; k < K; ++k) {
       const float wk = w_[r * K + k];
-      const float* o = outs_.data() + (r * K + k) * H;
-      for (int64_t j = 0; j < H; ++j) yr[j] = std::fma(wk, o[j], yr[j]);
+      const float* o = outs_.data() + (r * K + k) * He;
+      for (int64_t j = 0; j < He; ++j) yr[j] = std::fma(wk, o[j], yr[j]);
     }
+  }
+  if (latent_down) {
+    if (latent_norm) latent_norm->run(ye, n, ye);
+    latent_up->run(ye, n, y, pool);
   }
   if (shared) {
     shared_.resize(n * H);

@@ -35,6 +35,20 @@ void l2norm(float* x, int64_t n, float eps) {
   for (int64_t i = 0; i < n; ++i) x[i] /= d;
 }
 
+void attn_res(const float* const* v, int64_t m, const float* w, float eps, int64_t dim, float* out,
+              float* scratch) {
+  float* k = scratch;
+  float* s = scratch + dim;
+  for (int64_t i = 0; i < m; ++i) {
+    rmsnorm(v[i], nullptr, eps, dim, k);
+    s[i] = kernels::dot(k, w, dim);
+  }
+  softmax(s, m);
+  std::fill(out, out + dim, 0.0f);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < dim; ++j) out[j] = std::fma(s[i], v[i][j], out[j]);
+}
+
 void Linear::run(const float* x, int64_t n, float* y, ThreadPool* pool) const {
   kernels::matmul(w, x, n, w.cols, y, w.rows, pool);
   if (!bias.empty())

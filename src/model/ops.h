@@ -24,6 +24,13 @@ void softmax(float* x, int64_t n);
 // x / sqrt(sum x^2 + eps), in place, over n values.
 void l2norm(float* x, int64_t n, float eps);
 
+// Attention residual of one row (Kimi K3 AttnRes): over the m streams
+// v[0..m) of `dim` floats, k_i = v_i / sqrt(mean(v_i^2) + eps) (no weight),
+// s_i = k_i . w, out = sum_i softmax(s)_i v_i (sums in index order).
+// REQUIRES: out aliases no v_i; scratch holds dim + m floats.
+void attn_res(const float* const* v, int64_t m, const float* w, float eps, int64_t dim, float* out,
+              float* scratch);
+
 // A linear layer: weight in its published encoding, optional fp32 bias.
 struct Linear {
   kernels::WeightView w;
