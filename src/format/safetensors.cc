@@ -34,6 +34,15 @@ constexpr DTypeInfo kDTypes[] = {
 std::string_view dtype_name(DType d) { return kDTypes[static_cast<int>(d)].name; }
 size_t dtype_size(DType d) { return kDTypes[static_cast<int>(d)].size; }
 
+bool parse_dtype(std::string_view name, DType* out) {
+  for (const auto& d : kDTypes)
+    if (name == d.name) {
+      *out = d.dtype;
+      return true;
+    }
+  return false;
+}
+
 int64_t TensorView::numel() const {
   int64_t n = 1;
   for (auto s : shape) n *= s;
@@ -116,13 +125,7 @@ void SafetensorsFile::parse_header(const std::string& label) {
     if (off == e.end() || !off->is_array() || off->size() != 2) bad("data_offsets missing");
     TensorView t;
     t.name = it.key();
-    bool known = false;
-    for (const auto& d : kDTypes)
-      if (dt->get<std::string>() == d.name) {
-        t.dtype = d.dtype;
-        known = true;
-      }
-    if (!known) fail("{}: tensor '{}' has unsupported dtype {}", label, it.key(), dt->get<std::string>());
+    if (!parse_dtype(dt->get<std::string>(), &t.dtype)) fail("{}: tensor '{}' has unsupported dtype {}", label, it.key(), dt->get<std::string>());
     uint64_t numel = 1;
     for (const auto& s : *sh) {
       if (!s.is_number_unsigned()) bad("shape entry is not a non-negative integer");

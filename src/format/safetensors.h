@@ -17,6 +17,8 @@ namespace deltafin {
 enum class DType : uint8_t { F64, F32, F16, BF16, F8_E4M3, I64, I32, I16, I8, U8, BOOL };
 
 std::string_view dtype_name(DType d);
+// "BF16" -> DType::BF16; false for an unknown name.
+bool parse_dtype(std::string_view name, DType* out);
 size_t dtype_size(DType d);
 
 class SafetensorsFile;

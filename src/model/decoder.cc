@@ -55,6 +55,7 @@ void DecoderModel::forward(SequenceState& seq, std::span<const int32_t> tokens, 
     L.in_norm.run(x_.data(), n, xn_.data());
     L.attn->forward(*st.layers[l], xn_.data(), n, pos0, a_.data(), pool);
     for (int64_t i = 0; i < n * H; ++i) x_[i] += a_[i];
+    pilot_hint(l, x_.data(), n);
     L.post_norm.run(x_.data(), n, xn_.data());
     if (L.moe) L.moe->run(xn_.data(), n, a_.data(), *experts, pool);
     else L.mlp->run(xn_.data(), n, a_.data(), pool, scratch_);
@@ -97,6 +98,7 @@ void DecoderModel::run_layers_attn_res(std::vector<std::unique_ptr<LayerState>>&
     D.attn->forward(*states[l], xn_.data(), n, pos0, a_.data(), pool);
     if (block_start) std::copy_n(a_.data(), n * H, x_.data());  // the prefix restarts
     else for (int64_t i = 0; i < n * H; ++i) x_[i] += a_[i];
+    pilot_hint(static_cast<size_t>(l), x_.data(), n);
     mix(*D.mlp_res, x_.data());
     D.post_norm.run(mix_.data(), n, xn_.data());
     if (D.moe) D.moe->run(xn_.data(), n, a_.data(), *experts, pool);
@@ -105,6 +107,21 @@ void DecoderModel::run_layers_attn_res(std::vector<std::unique_ptr<LayerState>>&
   }
   mix(*output_res, x_.data());
   std::copy_n(mix_.data(), n * H, x_.data());
+}
+
+void DecoderModel::pilot_hint(size_t l, const float* h, int64_t n) {
+  if (!pilot || l + 1 >= layers.size() || !layers[l + 1].moe) return;
+  DecoderLayer& next = layers[l + 1];
+  const int64_t H = info.hidden, K = next.moe->router.top_k;
+  pilot_x_.resize(n * H);
+  pilot_ids_.resize(n * K);
+  pilot_w_.resize(n * K);
+  next.post_norm.run(h, n, pilot_x_.data());
+  next.moe->router.route(pilot_x_.data(), n, pilot_ids_.data(), pilot_w_.data(), pool, pilot_scratch_);
+  std::vector<int32_t> uni(pilot_ids_.begin(), pilot_ids_.end());
+  std::sort(uni.begin(), uni.end());
+  uni.erase(std::unique(uni.begin(), uni.end()), uni.end());
+  experts->prefetch_hint(static_cast<int>(l + 1), uni);
 }
 
 void DecoderModel::count_bytes(const Checkpoint& ck, const std::string& expert_marker) {

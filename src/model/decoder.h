@@ -37,6 +37,7 @@ class DecoderModel : public Model {
   ThreadPool* pool = nullptr;
   ExpertSource* experts = nullptr;           // where routed experts come from
   std::unique_ptr<ResidentExperts> resident;  // the checkpoint's own experts
+  bool pilot = false;                         // see ModelOptions::pilot
   // Attention residuals (Kimi K3), when > 0: the residual stream is cut into
   // blocks of this many layers; each sub-layer's input (and the final norm's)
   // is an AttnRes mix of the block starts and the running prefix sum:
@@ -50,14 +51,20 @@ class DecoderModel : public Model {
   std::unique_ptr<SequenceState> new_sequence() const override;
   void forward(SequenceState& seq, std::span<const int32_t> tokens, float* logits, bool last_only) override;
   const ModelSummary& summary() const override { return info; }
+  const std::vector<std::vector<ExpertWeights>>& checkpoint_experts() const override { return resident->table; }
 
   // Fills info's byte and parameter counts from the checkpoint (routed
   // experts = tensors whose names contain `expert_marker`).
   void count_bytes(const Checkpoint& ck, const std::string& expert_marker);
 
  private:
+  // The pilot after layer l's attention: hints layer l+1's router picks for
+  // hidden states h [n, hidden]. Changes no state the logits depend on.
+  void pilot_hint(size_t l, const float* h, int64_t n);
   // The layer loop with attention residuals; leaves the mixed final h in x_.
   void run_layers_attn_res(std::vector<std::unique_ptr<LayerState>>& states, int64_t n, int64_t pos0);
+  std::vector<float> pilot_x_, pilot_w_, pilot_scratch_;
+  std::vector<int32_t> pilot_ids_;
   std::vector<float> x_, xn_, a_, scratch_, mix_, blocks_, res_scratch_;
 };
 

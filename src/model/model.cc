@@ -30,7 +30,11 @@ std::vector<std::string> known_architectures() {
 std::unique_ptr<Model> load_model(const Checkpoint& ck, const ModelOptions& opts) {
   const std::string type = ck.config().str({"model_type"}, "");
   for (const auto& a : kArchitectures)
-    if (type == a.model_type) return a.build(ck, opts);
+    if (type == a.model_type) {
+      auto m = a.build(ck, opts);
+      m->pilot = opts.pilot && opts.experts != nullptr;
+      return m;
+    }
   std::string known;
   for (const auto& n : known_architectures()) known += (known.empty() ? "" : ", ") + n;
   fail("{}: model_type '{}' is not supported (deltafin runs: {})", ck.config().label(), type, known);

@@ -80,6 +80,9 @@ class Model {
                        bool last_only = false) = 0;
   virtual const ModelSummary& summary() const = 0;
   int64_t vocab() const { return summary().vocab; }
+  // The routed experts as they sit in the checkpoint, [layer][expert]
+  // (empty for dense layers): what `deltafin pack` copies into a store.
+  virtual const std::vector<std::vector<ExpertWeights>>& checkpoint_experts() const = 0;
 };
 
 // Where the model runs: threads, and the source of routed experts (nullptr:
@@ -87,6 +90,9 @@ class Model {
 struct ModelOptions {
   ThreadPool* pool = nullptr;
   ExpertSource* experts = nullptr;
+  // The pilot: right after layer L's attention, run layer L+1's router on the
+  // current hidden state and hand its picks to experts->prefetch_hint().
+  bool pilot = false;
 };
 
 // Builds the model for the checkpoint's config.json model_type. Throws Error

@@ -51,7 +51,9 @@ uint64_t parse_byte_size(std::string_view s, std::string_view what) {
   else if (unit == "T") mult = 1024.0 * 1024 * 1024 * 1024;
   else fail("{}: unknown unit in '{}'; use K, M, G or T", what, str);
   if (!(v >= 0) || !std::isfinite(v)) fail("{}: '{}' is not a non-negative size", what, str);
-  return static_cast<uint64_t>(v * mult);
+  const double bytes = v * mult;
+  if (bytes >= 18446744073709551616.0) fail("{}: '{}' is too large", what, str);
+  return static_cast<uint64_t>(bytes);
 }
 
 std::string format_bytes(double b) {

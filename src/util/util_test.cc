@@ -23,6 +23,7 @@ TEST(Parse, ByteSize) {
   EXPECT_EQ(parse_byte_size("100", "x"), 100u);
   EXPECT_THROW(parse_byte_size("5Q", "x"), Error);
   EXPECT_THROW(parse_byte_size("lots", "x"), Error);
+  EXPECT_THROW(parse_byte_size("9e40G", "x"), Error);  // found by the fuzzer
 }
 
 TEST(ThreadPool, CoversEveryIndexOnce) {

@@ -1,0 +1,86 @@
+// StreamingExperts: the ExpertSource that reads routed experts from a packed
+// store as the router asks for them, through a RAM cache (pinned hot set +
+// dynamic slots), and hands each to compute as soon as its bytes land.
+// The pilot's hints (prefetch_hint) issue reads for the next layer early.
+//
+// Contract 2: the model sums expert outputs in router order, so the order in
+// which experts are handed out here never changes a bit of the logits.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "model/model.h"
+#include "residency/expert_cache.h"
+#include "residency/heat.h"
+#include "store/expert_store.h"
+
+namespace deltafin::residency {
+
+struct PilotLayerStats {
+  uint64_t hinted = 0;   // experts the pilot predicted for the layer
+  uint64_t needed = 0;   // experts the layer then used (in blocks that had a hint)
+  uint64_t correct = 0;  // predicted and used
+  double recall() const { return needed ? double(correct) / needed : 0; }
+  double precision() const { return hinted ? double(correct) / hinted : 0; }
+};
+
+struct StreamStats {
+  uint64_t expert_uses = 0;       // experts handed to compute
+  uint64_t hits_pinned = 0, hits_cached = 0, hits_prefetched = 0, misses = 0;
+  uint64_t records_read = 0, bytes_read = 0;
+  uint64_t prefetch_issued = 0, prefetch_cancelled = 0;
+  double io_wait_s = 0;           // time compute waited for reads (not hidden by compute)
+  double read_latency_sum_s = 0;  // sum of record read latencies
+  std::vector<PilotLayerStats> pilot;  // per layer
+};
+
+class StreamingExperts : public ExpertSource {
+ public:
+  // layers/experts: the model's MoE shape (layer indices < layers).
+  StreamingExperts(store::ExpertStore& store, ExpertCache& cache, int layers, int experts, HeatHistogram* heat);
+  ~StreamingExperts() override;
+
+  // Reads the given experts into slots and pins them (the hot set). Stops
+  // when no slot is left. Not counted in the per-token statistics.
+  size_t preload_pinned(const std::vector<std::pair<int, int>>& hot);
+  // Pilot hints on or off (per layer: layers whose measured precision was
+  // too low can be switched off by the caller).
+  void set_pilot(bool on) { pilot_on_ = on; }
+
+  void begin_layer(int layer, std::span<const int32_t> experts) override;
+  int32_t next(ExpertWeights* out) override;
+  void release(int32_t expert) override;
+  void prefetch_hint(int layer, std::span<const int32_t> experts) override;
+
+  const StreamStats& stats() const { return stats_; }
+
+ private:
+  void issue(int layer, int expert, int slot);
+  void issue_deferred();
+  void pump(bool block);
+  ExpertWeights views(int slot, const store::Record& rec);
+
+  store::ExpertStore& store_;
+  ExpertCache& cache_;
+  int layers_, experts_;
+  HeatHistogram* heat_;
+  bool pilot_on_ = true;
+
+  int layer_ = -1;
+  std::set<int32_t> want_;                  // current layer: not yet handed out
+  std::deque<int32_t> ready_;               // current layer: landed, to hand out
+  std::deque<int32_t> deferred_;            // current layer: misses waiting for a slot
+  std::unordered_map<int32_t, int> in_use_;  // handed out: expert -> slot
+  std::unordered_map<uint64_t, int> loading_;  // key -> slot with a read outstanding
+  std::set<uint64_t> prefetched_;           // keys loaded by a hint and not yet used
+  std::map<int, std::set<int32_t>> hints_;  // layer -> predicted experts
+  std::vector<store::RecordCompletion> done_;
+  StreamStats stats_;
+};
+
+}  // namespace deltafin::residency
