@@ -236,7 +236,7 @@ List iterate(const Value& v) {
     for (size_t i = 0; i < cps.size(); ++i) l.push_back(Value(from_code_points(cps, i, i + 1)));
     return l;
   }
-  if (v.is_undefined() || v.is_none()) return {};
+  if (v.is_undefined()) return {};  // Jinja's Undefined iterates as empty; None does not
   fail("a {} value is not iterable", v.type_name());
 }
 

@@ -81,13 +81,31 @@ void Tokenizer::encode_piece(const std::string& piece, std::vector<int32_t>& out
   out.insert(out.end(), sym.begin(), sym.end());
 }
 
-void Tokenizer::encode_segment(std::string_view text, bool first_segment, std::vector<int32_t>& out) const {
+void Tokenizer::encode_piece_cached(const std::string& piece, std::vector<int32_t>& out, PieceCache& cache) const {
+  // Words repeat a lot in real text; merging each distinct piece once per
+  // encode() call is most of the work saved. Long pieces are not kept.
+  if (piece.size() > 64) {
+    encode_piece(piece, out);
+    return;
+  }
+  auto it = cache.find(piece);
+  if (it != cache.end()) {
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    return;
+  }
+  size_t before = out.size();
+  encode_piece(piece, out);
+  cache.emplace(piece, std::vector<int32_t>(out.begin() + static_cast<ptrdiff_t>(before), out.end()));
+}
+
+void Tokenizer::encode_segment(std::string_view text, bool first_segment, std::vector<int32_t>& out,
+                               PieceCache& cache) const {
   std::string norm = normalizer_->identity() ? std::string(text) : normalizer_->apply(std::string(text));
   std::vector<std::string> pieces;
   auto run = [&](std::string_view t, bool first) {
     pieces.clear();
     pre_->apply(t, first, pieces);
-    for (const auto& p : pieces) encode_piece(p, out);
+    for (const auto& p : pieces) encode_piece_cached(p, out, cache);
   };
   if (!added_.has(true)) {
     run(norm, first_segment);
@@ -109,14 +127,15 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
   }
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
+  PieceCache cache;
   if (!added_.has(false)) {
-    encode_segment(text, true, out);
+    encode_segment(text, true, out, cache);
     return out;
   }
   bool first = true;
   for (const auto& seg : added_.split(text, false, parse_special)) {
     if (seg.id >= 0) out.push_back(seg.id);
-    else encode_segment(text.substr(seg.begin, seg.end - seg.begin), first, out);
+    else encode_segment(text.substr(seg.begin, seg.end - seg.begin), first, out, cache);
     first = false;
   }
   return out;
