@@ -201,6 +201,16 @@ void matmul(const WeightView& w, const float* x, int64_t n_rows, int64_t x_strid
     pool->parallel_for(w.rows, grain, run);
 }
 
-float dot(const float* a, const float* b, int64_t n) { return detail::dot_canonical(a, b, n); }
+float dot(const float* a, const float* b, int64_t n) {
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return detail::dot_avx512(a, b, n);
+    case Isa::Avx2:
+      return detail::dot_avx2(a, b, n);
+    case Isa::Scalar:
+      break;
+  }
+  return detail::dot_canonical(a, b, n);
+}
 
 }  // namespace deltafin::kernels

@@ -281,4 +281,6 @@ void matmul_rows_avx2(const WeightView& w, int64_t o_begin, int64_t o_end, const
   }
 }
 
+float dot_avx2(const float* a, const float* b, int64_t n) { return dot_with<V, DecF32>(a, b, n); }
+
 }  // namespace deltafin::kernels::detail

@@ -291,4 +291,6 @@ void matmul_rows_avx512(const WeightView& w, int64_t o_begin, int64_t o_end, con
   }
 }
 
+float dot_avx512(const float* a, const float* b, int64_t n) { return dot_with<V, DecF32>(a, b, n); }
+
 }  // namespace deltafin::kernels::detail

@@ -71,4 +71,7 @@ void matmul_rows_avx2(const WeightView& w, int64_t o_begin, int64_t o_end, const
 void matmul_rows_avx512(const WeightView& w, int64_t o_begin, int64_t o_end, const float* x,
                         int64_t n_rows, int64_t x_stride, float* y, int64_t y_stride);
 
+float dot_avx2(const float* a, const float* b, int64_t n);
+float dot_avx512(const float* a, const float* b, int64_t n);
+
 }  // namespace deltafin::kernels::detail

@@ -350,7 +350,18 @@ TEST(Matmul, DotIsTheCanonicalOrder) {
   for (int l = 0; l < 8; ++l) s8[l] = acc[l] + acc[l + 8];
   for (int l = 0; l < 4; ++l) s4[l] = s8[l] + s8[l + 4];
   const float want = (s4[0] + s4[2]) + (s4[1] + s4[3]);
-  EXPECT_EQ(float_bits(dot(a.data(), b.data(), 53)), float_bits(want));
+  IsaGuard isa_guard;
+  for (Isa isa : supported_isas()) {
+    force_isa(isa);
+    EXPECT_EQ(float_bits(dot(a.data(), b.data(), 53)), float_bits(want)) << isa_name(isa);
+    for (int64_t n : {0, 1, 15, 16, 17, 31, 48}) {
+      const float got = dot(a.data(), b.data(), n);
+      force_isa(Isa::Scalar);
+      const float ref = dot(a.data(), b.data(), n);
+      force_isa(isa);
+      EXPECT_EQ(float_bits(got), float_bits(ref)) << isa_name(isa) << " n=" << n;
+    }
+  }
   // And a one-row matmul over an F32 weight row is the same dot.
   WeightView w{Encoding::F32, 1, 53, reinterpret_cast<const uint8_t*>(a.data()), nullptr, 0, 0};
   float y = 0;
@@ -476,6 +487,35 @@ TEST(Matmul, NanWeightsGiveNanOutputs) {
     auto y = product(m.view, x, 1);
     for (int o = 0; o < 8; ++o) {
       EXPECT_EQ(std::isnan(y[o]), o == 3 || o == 5) << isa_name(isa) << " o=" << o;
+    }
+  }
+}
+
+TEST(BitIdentity, ExtremeScales) {
+  IsaGuard guard;
+  // FP8 scales: huge (2^120: scale * 2^8 would overflow), tiny (subnormal
+  // products), negative, and ordinary, one per 128 x 128 block.
+  TestMatrix f = random_matrix(Encoding::FP8_B128, 200, 300, 71);
+  const float fs[6] = {0x1p120f, 1e-38f, -0.75f, 3e-3f, 0x1p-140f, 1.0f};
+  std::memcpy(f.scales.data(), fs, sizeof(fs));
+  // MXFP4 scales 0 (2^-127, subnormal), 1, 254 (2^127), 127.
+  TestMatrix m = random_matrix(Encoding::MXFP4_G32, 9, 128, 72);
+  const uint8_t ms[4] = {0, 1, 254, 127};
+  for (size_t i = 0; i < m.scales.size(); ++i) m.scales[i] = ms[i % 4];
+  // INT4 bf16 scales: subnormal, huge, negative.
+  TestMatrix q = random_matrix(Encoding::INT4_G32, 9, 128, 73);
+  const uint16_t qs[4] = {0x0001, 0x7f00, 0xbf80, 0x3c00};
+  for (size_t i = 0; i < q.scales.size() / 2; ++i) std::memcpy(&q.scales[2 * i], &qs[i % 4], 2);
+  for (const TestMatrix* t : {&f, &m, &q}) {
+    auto x = random_x(5 * t->view.cols, 74);
+    for (int64_t n : {1, 5}) {
+      force_isa(Isa::Scalar);
+      auto ref = product(t->view, x, n);
+      for (Isa isa : supported_isas()) {
+        force_isa(isa);
+        EXPECT_TRUE(same_bits(product(t->view, x, n), ref))
+            << isa_name(isa) << " " << encoding_name(t->view.enc) << " n=" << n;
+      }
     }
   }
 }

@@ -198,10 +198,12 @@ void matmul_rows_with(const WeightView& w, int64_t o_begin, int64_t o_end, const
                       int64_t n_rows, int64_t xs, float* y, int64_t ys) {
   const int64_t stage_per_row = D::stage_size(w.cols);
   constexpr int kOB = V::kOB, kOBDecode = V::kOBDecode;
-  AlignedArray<float> stage(static_cast<size_t>(kOBDecode * std::max<int64_t>(stage_per_row, 1)));
+  AlignedArray<float> stage;
+  if (stage_per_row > 0) stage = AlignedArray<float>(static_cast<size_t>(kOBDecode * stage_per_row));
   const bool via_scratch = !std::is_same_v<D, DF32> && n_rows > V::kMaxR;
   const int64_t padded = (w.cols + 15) / 16 * 16;
-  AlignedArray<float> scratch(via_scratch ? static_cast<size_t>(kOB * padded) : 0);
+  AlignedArray<float> scratch;
+  if (via_scratch) scratch = AlignedArray<float>(static_cast<size_t>(kOB * padded));
   // Activations in the decoder's lane order (see kPermuted above).
   AlignedArray<float> xperm;
   if constexpr (permuted<D>()) {
@@ -231,4 +233,13 @@ void matmul_rows_with(const WeightView& w, int64_t o_begin, int64_t o_end, const
     for (; o + kOBDecode <= o_end; o += kOBDecode) run(std::integral_constant<int, kOBDecode>{});
   for (; o + kOB <= o_end; o += kOB) run(std::integral_constant<int, kOB>{});
   for (; o < o_end; ++o) run(std::integral_constant<int, 1>{});
+}
+
+// The canonical dot product of two fp32 vectors: a one-row, one-output tile.
+template <class V, class DF32>
+float dot_with(const float* a, const float* b, int64_t n) {
+  const typename DF32::Row rows[1] = {{reinterpret_cast<const uint8_t*>(a), nullptr}};
+  float y = 0.0f;
+  tile<V, DF32, 1, 1>(rows, n, b, n, &y, 1);
+  return y;
 }
