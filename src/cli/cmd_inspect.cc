@@ -19,8 +19,8 @@ void register_inspect(CLI::App& app) {
   add_model_options(cmd, a->m);
   cmd->add_flag("--json", a->json, "print one JSON object");
   cmd->callback([a] {
-    LoadedModel lm = load(a->m);
-    const ModelSummary& s = lm.model->summary();
+    auto rt = load(a->m);
+    const ModelSummary& s = rt->model().summary();
     const double touched = static_cast<double>(s.moe_layers * s.experts_per_token) * s.bytes_per_expert;
     if (a->json) {
       nlohmann::json j = {{"arch", s.arch},

@@ -29,11 +29,11 @@ void register_score(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->callback([a] {
     std::vector<int32_t> toks = parse_token_list(a->tokens, "--tokens");
-    LoadedModel lm = load(a->m);
-    const int64_t V = lm.model->vocab(), n = static_cast<int64_t>(toks.size());
+    auto rt = load(a->m);
+    const int64_t V = rt->model().vocab(), n = static_cast<int64_t>(toks.size());
     for (int32_t t : toks)
       if (t >= V) fail("--tokens: id {} is outside the vocabulary (0 .. {})", t, V - 1);
-    Session s(*lm.model, a->chunk > 0 ? a->chunk : n);
+    Session s(rt->model(), a->chunk > 0 ? a->chunk : n);
     std::vector<float> logits(static_cast<size_t>(n * V));
     s.prefill(toks, logits.data(), nullptr);
     std::ofstream out(a->out, std::ios::binary | std::ios::trunc);
@@ -41,6 +41,7 @@ void register_score(CLI::App& app) {
     static_assert(std::endian::native == std::endian::little);
     out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4));
     if (!out) fail("--logits-out: error writing {}", a->out);
+    report_stats(a->m, *rt, s.stats(), s.stats().prefill_seconds);
     fmt::print(stderr, "scored {} tokens ({:.1f} tok/s) -> {} [{} x {}] float32\n", n,
                s.stats().prefill_tok_s(), a->out, n, V);
   });

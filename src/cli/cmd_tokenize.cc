@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 #include "util/error.h"
 #include "util/parse.h"
 
@@ -55,8 +56,13 @@ void register_tokenize(CLI::App& app) {
     } else if (a->pieces) {
       for (size_t i = 0; i < ids.size(); ++i) {
         std::string piece = tok->token_bytes(ids[i], i);
-        fmt::print("{}\t{}\n", ids[i],
-                   nlohmann::json(piece).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+        if (tokenizer::utf8_valid(piece)) {
+          fmt::print("{}\t{}\n", ids[i], nlohmann::json(piece).dump());
+        } else {  // part of a character: show its bytes
+          std::string hex;
+          for (unsigned char c : piece) hex += fmt::format("<0x{:02X}>", c);
+          fmt::print("{}\t{}\n", ids[i], hex);
+        }
       }
     } else {
       fmt::print("{}\n", fmt::join(ids, ","));

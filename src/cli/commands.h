@@ -9,5 +9,9 @@ namespace deltafin::cli {
 void register_score(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_inspect(CLI::App& app);
+void register_pack(CLI::App& app);
+void register_verify(CLI::App& app);
+void register_tokenize(CLI::App& app);
+void register_detokenize(CLI::App& app);
 
 }  // namespace deltafin::cli

@@ -1,30 +1,35 @@
-// Options and loading shared by the commands that run a model.
+// Options and loading shared by the commands that run a model: --model takes
+// a Hugging Face model directory or a packed store (deltafin pack).
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 
-#include "format/checkpoint.h"
-#include "model/model.h"
-#include "util/thread_pool.h"
+#include "engine/runtime.h"
+#include "engine/session.h"
 
 namespace deltafin::cli {
 
 struct ModelArgs {
   std::string model;
   int threads = 0;  // 0: all cores
+  std::string ram_budget, drives, io = "uring", pilot = "on", cache_policy = "lru";
+  int queue_depth = 16;
+  double hot_fraction = 0.5;
+  bool verify_reads = false, no_heat_update = false, skip_missing_drives = false;
+  bool stats = false;
+  std::string stats_json;
 };
 
-// Adds --model (required) and --threads to a subcommand.
+// Adds --model (required), --threads and the streaming options.
 void add_model_options(CLI::App* cmd, ModelArgs& a);
 
-struct LoadedModel {
-  std::unique_ptr<Checkpoint> ck;
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<Model> model;
-};
+std::unique_ptr<Runtime> load(const ModelArgs& a);
 
-LoadedModel load(const ModelArgs& a);
+// The run's statistics (--stats to stderr, --stats-json FILE), measured:
+// session timings, expert hits and reads, pilot recall/precision, I/O wait,
+// per-drive bytes, peak resident memory.
+void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double ttft_s);
 
 }  // namespace deltafin::cli

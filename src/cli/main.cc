@@ -15,6 +15,10 @@ int main(int argc, char** argv) {
   deltafin::cli::register_score(app);
   deltafin::cli::register_generate(app);
   deltafin::cli::register_inspect(app);
+  deltafin::cli::register_pack(app);
+  deltafin::cli::register_verify(app);
+  deltafin::cli::register_tokenize(app);
+  deltafin::cli::register_detokenize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -37,7 +37,7 @@ struct RuntimeOptions {
 
 // The RAM the engine needs besides the spine and the expert slots: scratch,
 // caches of small models, allocator slack (documented in docs/residency.md).
-constexpr uint64_t kFixedOverheadBytes = 96ull << 20;
+constexpr uint64_t kFixedOverheadBytes = 16ull << 20;
 
 struct BudgetPlan {
   uint64_t budget = 0, spine = 0, overhead = 0;
