@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "format/checkpoint.h"
 #include "model/decoder.h"
 
 namespace deltafin {
@@ -13,5 +14,24 @@ std::unique_ptr<DecoderModel> build_qwen3_moe(const Checkpoint& ck, const ModelO
 std::unique_ptr<DecoderModel> build_mixtral(const Checkpoint& ck, const ModelOptions& opts);
 std::unique_ptr<DecoderModel> build_kimi_linear(const Checkpoint& ck, const ModelOptions& opts);
 std::unique_ptr<DecoderModel> build_kimi_k3(const Checkpoint& ck, const ModelOptions& opts);
+
+// One tensor of a published checkpoint, without its data.
+struct TensorSpec {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t bytes() const {
+    uint64_t n = dtype_size(dtype);
+    for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+    return n;
+  }
+};
+
+// Every text-model tensor Kimi K3 publishes for this config.json (top level,
+// model_type kimi_k3): "language_model." names, published dtypes and shapes,
+// routed experts as MXFP4 weight_packed + weight_scale, vision tensors left
+// out. What a K3-shaped synthetic checkpoint holds, and what inspect can
+// count from a config alone. Throws Error on a config the builder refuses.
+std::vector<TensorSpec> kimi_k3_tensors(const ModelConfig& config);
 
 }  // namespace deltafin

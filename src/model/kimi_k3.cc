@@ -50,46 +50,79 @@ AttnResWeights attn_res_weights(const Checkpoint& ck, const std::string& prefix,
   return r;
 }
 
+// The text config of a kimi_k3 config.json, validated, with the dimensions
+// the builder and the tensor plan share.
+struct K3Shape {
+  ModelConfig c, la;  // text_config, text_config.linear_attn_config
+  int64_t H, V, L, nh, q_lora, kv_lora, nope, rope_dim, vdim, E, K, n_shared, moe_inter, dense_inter,
+      first_dense, moe_freq, latent, block, kda_heads, kda_dim, conv_k;
+  double eps;
+  bool mla_gate, latent_norm, full_rank_gate;
+  std::vector<bool> kda;
+
+  explicit K3Shape(const ModelConfig& top) {
+    const nlohmann::json* tj = top.object("text_config");
+    if (!tj) fail("{}: model_type kimi_k3 needs a \"text_config\" object", top.label());
+    c = ModelConfig(*tj, top.label() + " text_config");
+    const std::string text_type = c.str({"model_type"}, "");
+    if (text_type != "kimi_linear") fail("{}: model_type is '{}', expected 'kimi_linear'", c.label(), text_type);
+    const nlohmann::json* laj = c.object("linear_attn_config");
+    if (!laj) fail("{}: \"linear_attn_config\" is missing", c.label());
+    la = ModelConfig(*laj, c.label() + " linear_attn_config");
+    H = c.i64({"hidden_size"});
+    V = c.i64({"vocab_size"});
+    L = c.i64({"num_hidden_layers"});
+    eps = c.f64({"rms_norm_eps"}, 1e-6);
+    nh = c.i64({"num_attention_heads"});
+    q_lora = c.i64({"q_lora_rank"}, 0);
+    kv_lora = c.i64({"kv_lora_rank"});
+    nope = c.i64({"qk_nope_head_dim"});
+    rope_dim = c.i64({"qk_rope_head_dim"});
+    vdim = c.i64({"v_head_dim"});
+    mla_gate = c.boolean({"mla_use_output_gate"}, false);
+    E = c.i64({"num_experts"});
+    K = c.i64({"num_experts_per_token"});
+    n_shared = c.i64({"num_shared_experts"}, 0);
+    moe_inter = c.i64({"moe_intermediate_size"});
+    dense_inter = c.i64({"intermediate_size"});
+    first_dense = c.i64({"first_k_dense_replace"}, 0);
+    moe_freq = c.i64({"moe_layer_freq"}, 1);
+    latent = c.i64({"routed_expert_hidden_size"}, 0);
+    latent_norm = c.boolean({"latent_moe_use_norm"}, false);
+    block = c.i64({"attn_res_block_size"}, 0);
+    kda_heads = la.i64({"num_heads"});
+    kda_dim = la.i64({"head_dim"});
+    conv_k = la.i64({"short_conv_kernel_size"}, 4);
+    full_rank_gate = la.boolean({"use_full_rank_gate"}, false);
+    check_range(c, "num_hidden_layers", L, 1, 1000);
+    check_range(c, "num_experts_per_token", K, 1, E);
+    check_range(la, "short_conv_kernel_size", conv_k, 1, 64);
+    check_range(c, "moe_layer_freq", moe_freq, 1, L);
+    if (block < 0) fail("{}: \"attn_res_block_size\" = {} is negative", c.label(), block);
+    kda = kda_layers(la, L);
+  }
+  bool is_moe(int64_t l) const { return l >= first_dense && l % moe_freq == 0; }
+};
+
 }  // namespace
 
 std::unique_ptr<DecoderModel> build_kimi_k3(const Checkpoint& ck, const ModelOptions& opts) {
-  const ModelConfig& top = ck.config();
-  const nlohmann::json* tj = top.object("text_config");
-  if (!tj) fail("{}: model_type kimi_k3 needs a \"text_config\" object", top.label());
-  const ModelConfig c(*tj, top.label() + " text_config");
-  const std::string text_type = c.str({"model_type"}, "");
-  if (text_type != "kimi_linear") fail("{}: model_type is '{}', expected 'kimi_linear'", c.label(), text_type);
-  const nlohmann::json* laj = c.object("linear_attn_config");
-  if (!laj) fail("{}: \"linear_attn_config\" is missing", c.label());
-  const ModelConfig la(*laj, c.label() + " linear_attn_config");
+  const K3Shape k3(ck.config());
+  const ModelConfig& c = k3.c;
+  const ModelConfig& la = k3.la;
   const std::string P = kPrefix;
 
   auto m = std::make_unique<DecoderModel>();
   m->info.arch = "kimi_k3";
-  const int64_t H = m->info.hidden = c.i64({"hidden_size"});
-  m->info.vocab = c.i64({"vocab_size"});
-  const int64_t L = m->info.layers = c.i64({"num_hidden_layers"});
-  const double eps = c.f64({"rms_norm_eps"}, 1e-6);
-  const int64_t nh = c.i64({"num_attention_heads"});
-  const int64_t q_lora = c.i64({"q_lora_rank"}, 0), kv_lora = c.i64({"kv_lora_rank"});
-  const int64_t nope = c.i64({"qk_nope_head_dim"}), rope_dim = c.i64({"qk_rope_head_dim"});
-  const int64_t vdim = c.i64({"v_head_dim"});
-  const bool mla_gate = c.boolean({"mla_use_output_gate"}, false);
-  const int64_t E = c.i64({"num_experts"}), K = c.i64({"num_experts_per_token"});
-  const int64_t n_shared = c.i64({"num_shared_experts"}, 0);
-  const int64_t moe_inter = c.i64({"moe_intermediate_size"}), dense_inter = c.i64({"intermediate_size"});
-  const int64_t first_dense = c.i64({"first_k_dense_replace"}, 0), moe_freq = c.i64({"moe_layer_freq"}, 1);
-  const int64_t latent = c.i64({"routed_expert_hidden_size"}, 0);
-  const bool latent_norm = c.boolean({"latent_moe_use_norm"}, false);
-  const int64_t block = c.i64({"attn_res_block_size"}, 0);
-  const int64_t kda_heads = la.i64({"num_heads"}), kda_dim = la.i64({"head_dim"});
-  const int64_t conv_k = la.i64({"short_conv_kernel_size"}, 4);
-  const bool full_rank_gate = la.boolean({"use_full_rank_gate"}, false);
-  check_range(c, "num_hidden_layers", L, 1, 1000);
-  check_range(c, "num_experts_per_token", K, 1, E);
-  check_range(la, "short_conv_kernel_size", conv_k, 1, 64);
-  check_range(c, "moe_layer_freq", moe_freq, 1, L);
-  if (block < 0) fail("{}: \"attn_res_block_size\" = {} is negative", c.label(), block);
+  const int64_t H = m->info.hidden = k3.H;
+  m->info.vocab = k3.V;
+  const int64_t L = m->info.layers = k3.L;
+  const double eps = k3.eps;
+  const int64_t nh = k3.nh, q_lora = k3.q_lora, kv_lora = k3.kv_lora, nope = k3.nope, rope_dim = k3.rope_dim;
+  const int64_t vdim = k3.vdim, E = k3.E, K = k3.K, n_shared = k3.n_shared, moe_inter = k3.moe_inter;
+  const int64_t dense_inter = k3.dense_inter, latent = k3.latent, block = k3.block;
+  const int64_t kda_heads = k3.kda_heads, kda_dim = k3.kda_dim, conv_k = k3.conv_k;
+  const bool mla_gate = k3.mla_gate, latent_norm = k3.latent_norm, full_rank_gate = k3.full_rank_gate;
 
   // SiTU (official _get_situ_activation_params: beta defaults to 1, linear_beta may be absent).
   const std::string act_name = c.str({"hidden_act"}, "silu");
@@ -105,7 +138,7 @@ std::unique_ptr<DecoderModel> build_kimi_k3(const Checkpoint& ck, const ModelOpt
     return mlp;
   };
 
-  const std::vector<bool> kda = kda_layers(la, L);
+  const std::vector<bool>& kda = k3.kda;
   load_embeddings_and_head(ck, *m, P, eps);
   m->attn_res_block = block;
   if (block > 0) m->output_res = attn_res_weights(ck, P + "model.output_attn_res", H, eps);
@@ -177,7 +210,7 @@ std::unique_ptr<DecoderModel> build_kimi_k3(const Checkpoint& ck, const ModelOpt
       kd->o = linear(ck, a + "o_proj", H, Dm);
       D.attn = std::move(kd);
     }
-    if (l >= first_dense && l % moe_freq == 0) {
+    if (k3.is_moe(l)) {
       const std::string mp = p + "block_sparse_moe.";
       const int64_t He = latent > 0 ? latent : H;  // the experts' input width
       auto f = std::make_unique<MoeFfn>();
@@ -225,6 +258,101 @@ std::unique_ptr<DecoderModel> build_kimi_k3(const Checkpoint& ck, const ModelOpt
   m->pool = opts.pool;
   m->experts = opts.experts ? opts.experts : m->resident.get();
   return m;
+}
+
+std::vector<TensorSpec> kimi_k3_tensors(const ModelConfig& top) {
+  const K3Shape k(top);
+  const std::string P = kPrefix;
+  std::vector<TensorSpec> t;
+  auto add = [&](const std::string& name, DType d, std::vector<int64_t> shape) {
+    t.push_back({P + name, d, std::move(shape)});
+  };
+  const DType B = DType::BF16, F = DType::F32;
+  const int64_t H = k.H, D = k.kda_heads * k.kda_dim, dk = k.kda_dim;
+  add("lm_head.weight", B, {k.V, H});
+  add("model.embed_tokens.weight", B, {k.V, H});
+  add("model.norm.weight", B, {H});
+  if (k.block > 0) {
+    add("model.output_attn_res_norm.weight", B, {H});
+    add("model.output_attn_res_proj.weight", B, {1, H});
+  }
+  // MXFP4 (compressed-tensors mxfp4-pack-quantized): [out, in/2] U8 + [out, in/32] U8.
+  auto mxfp4 = [&](const std::string& name, int64_t out, int64_t in) {
+    if (in % 32 != 0) fail("{}: an MXFP4 expert matrix needs an input size divisible by 32, not {}", k.c.label(), in);
+    add(name + ".weight_packed", DType::U8, {out, in / 2});
+    add(name + ".weight_scale", DType::U8, {out, in / 32});
+  };
+  for (int64_t l = 0; l < k.L; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::string a = p + "self_attn.";
+    add(p + "input_layernorm.weight", B, {H});
+    add(p + "post_attention_layernorm.weight", B, {H});
+    if (k.block > 0)
+      for (const char* site : {"self_attention_res", "mlp_res"}) {
+        add(p + site + "_norm.weight", B, {H});
+        add(p + site + "_proj.weight", B, {1, H});
+      }
+    if (k.kda[l]) {
+      for (const char* x : {"q", "k", "v"}) {
+        add(a + x + "_proj.weight", B, {D, H});
+        add(a + x + "_conv1d.weight", F, {D, 1, k.conv_k});
+      }
+      add(a + "f_a_proj.weight", B, {dk, H});
+      add(a + "f_b_proj.weight", B, {D, dk});
+      add(a + "A_log", F, {dk});  // as published: [head_dim], one value per head used
+      add(a + "dt_bias", F, {D});
+      add(a + "b_proj.weight", B, {k.kda_heads, H});
+      if (k.full_rank_gate) {
+        add(a + "g_proj.weight", B, {D, H});
+      } else {
+        add(a + "g_a_proj.weight", B, {dk, H});
+        add(a + "g_b_proj.weight", B, {D, dk});
+      }
+      add(a + "o_norm.weight", F, {dk});
+      add(a + "o_proj.weight", B, {H, D});
+    } else {
+      const int64_t qd = k.nope + k.rope_dim;
+      if (k.q_lora > 0) {
+        add(a + "q_a_proj.weight", B, {k.q_lora, H});
+        add(a + "q_a_layernorm.weight", B, {k.q_lora});
+        add(a + "q_b_proj.weight", B, {k.nh * qd, k.q_lora});
+      } else {
+        add(a + "q_proj.weight", B, {k.nh * qd, H});
+      }
+      add(a + "kv_a_proj_with_mqa.weight", B, {k.kv_lora + k.rope_dim, H});
+      add(a + "kv_a_layernorm.weight", B, {k.kv_lora});
+      add(a + "kv_b_proj.weight", B, {k.nh * (k.nope + k.vdim), k.kv_lora});
+      if (k.mla_gate) add(a + "g_proj.weight", B, {k.nh * k.vdim, H});
+      add(a + "o_proj.weight", B, {H, k.nh * k.vdim});
+    }
+    if (k.is_moe(l)) {
+      const std::string m = p + "block_sparse_moe.";
+      const int64_t He = k.latent > 0 ? k.latent : H, S = k.moe_inter * k.n_shared;
+      add(m + "gate.weight", B, {k.E, H});
+      add(m + "gate.e_score_correction_bias", F, {k.E});
+      if (k.latent > 0) {
+        add(m + "routed_expert_down_proj.weight", B, {k.latent, H});
+        if (k.latent_norm) add(m + "routed_expert_norm.weight", B, {k.latent});
+        add(m + "routed_expert_up_proj.weight", B, {H, k.latent});
+      }
+      if (S > 0) {
+        add(m + "shared_experts.gate_proj.weight", B, {S, H});
+        add(m + "shared_experts.up_proj.weight", B, {S, H});
+        add(m + "shared_experts.down_proj.weight", B, {H, S});
+      }
+      for (int64_t e = 0; e < k.E; ++e) {
+        const std::string x = m + "experts." + std::to_string(e) + ".";
+        mxfp4(x + "w1", k.moe_inter, He);
+        mxfp4(x + "w2", He, k.moe_inter);
+        mxfp4(x + "w3", k.moe_inter, He);
+      }
+    } else {
+      add(p + "mlp.gate_proj.weight", B, {k.dense_inter, H});
+      add(p + "mlp.up_proj.weight", B, {k.dense_inter, H});
+      add(p + "mlp.down_proj.weight", B, {H, k.dense_inter});
+    }
+  }
+  return t;
 }
 
 }  // namespace deltafin

@@ -2,16 +2,21 @@
 // tools/k3_reference.py): accuracy against the float64 reference (printed),
 // a sequence's state (KDA recurrent + conv states, MLA caches) saved,
 // rolled back after rejected draft tokens and replayed bit for bit, the
-// vision tensors left out, and a clear error for a config without text_config.
+// vision tensors left out, a clear error for a config without text_config,
+// and the tensor plan (kimi_k3_tensors) against the fixture and against the
+// published checkpoint's tensor count and parameter total.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "format/checkpoint.h"
+#include "model/architectures.h"
 #include "model/model.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -155,6 +160,72 @@ TEST(KimiK3, ConfigWithoutTextConfigIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("text_config"), std::string::npos) << e.what();
   }
   fs::remove_all(dir);
+}
+
+TEST(KimiK3, TensorPlanIsTheFixturesTextTensors) {
+  auto ck = Checkpoint::open(fixture());
+  std::map<std::string, const TensorSpec*> plan;
+  const auto specs = kimi_k3_tensors(ck->config());
+  for (const auto& t : specs) plan[t.name] = &t;
+  EXPECT_EQ(plan.size(), specs.size()) << "duplicate names";
+  size_t text = 0;
+  for (const auto& [name, t] : ck->all_tensors()) {
+    if (!name.starts_with("language_model.")) continue;
+    ++text;
+    auto it = plan.find(name);
+    ASSERT_NE(it, plan.end()) << name << " is in the fixture but not in the plan";
+    EXPECT_EQ(it->second->dtype, t->dtype) << name;
+    EXPECT_EQ(it->second->shape, t->shape) << name;
+    EXPECT_EQ(it->second->bytes(), t->bytes) << name;
+  }
+  EXPECT_EQ(text, plan.size());
+}
+
+// The published Kimi K3 config.json (moonshotai/Kimi-K3), the fields the
+// text model reads. Its checkpoint lists 497,220 tensors with 1,503,647,073,024
+// elements in all; 168 of them (447,358,976 elements) are the vision tower
+// and projector.
+constexpr const char* kPublishedK3 = R"({
+  "model_type": "kimi_k3", "tie_word_embeddings": false,
+  "text_config": {
+    "model_type": "kimi_linear", "activation_situ_beta": 4.0, "activation_situ_linear_beta": 25.0,
+    "attn_res_block_size": 12, "first_k_dense_replace": 1, "hidden_act": "situ", "hidden_size": 7168,
+    "intermediate_size": 33792, "kv_lora_rank": 512, "latent_moe_use_norm": true,
+    "linear_attn_config": {
+      "full_attn_layers": [4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 68, 72, 76, 80, 84, 88, 92, 93],
+      "gate_lower_bound": -5.0, "head_dim": 128,
+      "kda_layers": [1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26, 27, 29, 30, 31, 33, 34,
+                     35, 37, 38, 39, 41, 42, 43, 45, 46, 47, 49, 50, 51, 53, 54, 55, 57, 58, 59, 61, 62, 63, 65, 66, 67,
+                     69, 70, 71, 73, 74, 75, 77, 78, 79, 81, 82, 83, 85, 86, 87, 89, 90, 91],
+      "num_heads": 96, "short_conv_kernel_size": 4, "use_full_rank_gate": true},
+    "mla_use_nope": true, "mla_use_output_gate": true, "moe_intermediate_size": 3072, "moe_layer_freq": 1,
+    "moe_renormalize": true, "moe_router_activation_func": "sigmoid", "num_attention_heads": 96,
+    "num_expert_group": 1, "num_experts": 896, "num_experts_per_token": 16, "num_hidden_layers": 93,
+    "num_key_value_heads": 96, "num_shared_experts": 2, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "rms_norm_eps": 1e-05, "routed_expert_hidden_size": 3584, "routed_scaling_factor": 1.0,
+    "tie_word_embeddings": false, "topk_group": 1, "v_head_dim": 128, "vocab_size": 163840}
+})";
+
+TEST(KimiK3, TensorPlanOfThePublishedCheckpoint) {
+  const ModelConfig cfg(nlohmann::json::parse(kPublishedK3), "Kimi-K3 config.json");
+  const auto specs = kimi_k3_tensors(cfg);
+  uint64_t numel = 0, expert_bytes = 0, spine_bytes = 0, experts = 0;
+  for (const auto& t : specs) {
+    uint64_t n = 1;
+    for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+    numel += n;
+    const bool expert = t.name.find(".experts.") != std::string::npos;
+    (expert ? expert_bytes : spine_bytes) += t.bytes();
+    if (expert && t.name.ends_with(".w1.weight_packed")) ++experts;
+  }
+  EXPECT_EQ(specs.size(), 497220u - 168u);
+  EXPECT_EQ(numel, 1503647073024ull - 447358976ull);
+  EXPECT_EQ(experts, 92u * 896u);
+  EXPECT_EQ(expert_bytes / experts, 17547264u);  // 3072 x 3584 MXFP4, three matrices
+  EXPECT_EQ(expert_bytes, 1446456066048ull);     // the 1.45 TB of routed experts
+  EXPECT_EQ(spine_bytes, 113509540864ull);
+  // Touched per token: 16 experts in each of the 92 MoE layers.
+  EXPECT_EQ(16u * 92u * (expert_bytes / experts), 25829572608ull);
 }
 
 }  // namespace deltafin
