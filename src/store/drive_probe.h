@@ -15,7 +15,8 @@ namespace deltafin::store {
 struct ProbeResult {
   uint64_t reads = 0;
   double seconds = 0;       // first submit to last completion
-  double bytes_per_s = 0;   // payload bytes / seconds
+  double bytes_per_s = 0;   // payload bytes / seconds, summed over drives (each
+                            // over the time until its own last read landed)
   std::vector<double> latency_s;  // per read, submit to landed, in completion order
   double percentile(double q) const;  // q in [0, 1]: latency quantile (nearest rank)
 };
@@ -32,5 +33,11 @@ std::vector<uint64_t> record_offsets(uint64_t file_bytes, uint64_t block, size_t
 // started; then waits for the last. Throws Error on any read error.
 ProbeResult probe_reads(IoKind kind, const std::string& path, uint64_t block, int queue_depth,
                         double seconds, std::span<const uint64_t> offsets);
+
+// The same over several drives at once: paths[d] is a file on drive d, read
+// with queue_depth in flight on each drive; read i goes to drive i % n at
+// offsets[i / n] (cycling). The aggregate ceiling of a drive set.
+ProbeResult probe_reads(IoKind kind, std::span<const std::string> paths, uint64_t block,
+                        int queue_depth, double seconds, std::span<const uint64_t> offsets);
 
 }  // namespace deltafin::store

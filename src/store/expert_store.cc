@@ -70,7 +70,10 @@ const Record& ExpertStore::request(int layer, int expert, uint8_t* dest, uint64_
   std::vector<int> drive_of_copy;
   for (const auto& c : r->copies) drive_of_copy.push_back(manifest_.files[c.file].drive);
   ReadPlan plan = drives_.plan(r->length, drive_of_copy, engine_, opts_.split_reads ? 0.10 : 1.0);
-  Pending p{r, dest, {}, 0, detail::now_ns(), {}};
+  Pending p;
+  p.record = r;
+  p.dest = dest;
+  p.start_ns = detail::now_ns();
   for (const auto& part : plan.parts) {
     uint64_t io_tag = kStoreTagBit | next_io_tag_++;
     p.parts.push_back({io_tag, part.mirror,
@@ -108,6 +111,7 @@ void ExpertStore::resolve(uint64_t tag, Pending& p) {
   c.record = p.record;
   c.bytes = p.dest;
   c.parts = static_cast<int>(p.parts.size());
+  c.attempts = p.attempts;
   c.latency_s = static_cast<double>(detail::now_ns() - p.start_ns) * 1e-9;
   ready_.push_back(c);
   pending_.erase(tag);
@@ -135,7 +139,9 @@ void ExpertStore::step(bool block) {
     const uint64_t tag = it->second;
     io_to_tag_.erase(it);
     bytes_read_[c.drive] += c.length;
-    resolve(tag, pending_.at(tag));
+    Pending& p = pending_.at(tag);
+    p.attempts += c.attempts;
+    resolve(tag, p);
   }
 }
 

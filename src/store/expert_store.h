@@ -33,6 +33,7 @@ struct RecordCompletion {
   const Record* record = nullptr;
   const uint8_t* bytes = nullptr;  // record->length bytes (== the caller's dest)
   int parts = 1;                   // 2 for a split-homed read
+  int attempts = 1;                // reads issued, > parts when any was retried
   double latency_s = 0;            // request() to the last part landing
 };
 
@@ -80,10 +81,11 @@ class ExpertStore {
     ReadRequest req;
   };
   struct Pending {
-    const Record* record;
-    uint8_t* dest;
+    const Record* record = nullptr;
+    uint8_t* dest = nullptr;
     std::vector<Part> parts;
     int resolved = 0;  // parts landed or failed
+    int attempts = 0;  // engine attempts of the landed parts, plus re-reads
     int64_t start_ns = 0;
     std::string error;  // the first part's failure
   };

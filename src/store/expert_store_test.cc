@@ -176,6 +176,7 @@ TEST_P(StoreTest, CorruptHalfOfASplitReadIsReadAgainWhole) {
   s.wait(done, 1);
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].parts, 1);
+  EXPECT_EQ(done[0].attempts, 3);  // two halves, then the whole record again
   EXPECT_EQ(std::memcmp(done[0].bytes, expected(1, 0), kLen), 0);
   EXPECT_GT(s.bytes_read(1), 0u);                             // it was split
   EXPECT_EQ(s.bytes_read(0) + s.bytes_read(1), 2 * kLen);  // and read again whole
