@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "model/layers.h"
+#include "util/error.h"
 #include "util/thread_pool.h"
 
 namespace deltafin {
@@ -14,7 +15,20 @@ namespace {
 struct KvCache : LayerState {
   std::vector<float> k, v;  // [len, width]
   int64_t len = 0;
-  std::unique_ptr<LayerState> clone() const override { return std::make_unique<KvCache>(*this); }
+  std::unique_ptr<LayerState> snapshot() const override {
+    auto s = std::make_unique<KvCache>();
+    s->len = len;  // the rows before it never change: truncating restores
+    return s;
+  }
+  void restore(const LayerState& saved) override {
+    const int64_t to = static_cast<const KvCache&>(saved).len;
+    DF_CHECK(to <= len);
+    if (len > 0) {
+      k.resize(k.size() / len * to);
+      v.resize(v.size() / len * to);
+    }
+    len = to;
+  }
 };
 
 // Runs fn(r, h) for every row and head, split over threads by (r, h) pairs.

@@ -15,14 +15,14 @@ struct DecoderState : SequenceState {
   int64_t length() const override { return len; }
   std::unique_ptr<SequenceState> snapshot() const override {
     auto s = std::make_unique<DecoderState>();
-    for (const auto& l : layers) s->layers.push_back(l->clone());
+    for (const auto& l : layers) s->layers.push_back(l->snapshot());
     s->len = len;
     return s;
   }
   void restore(const SequenceState& saved) override {
     const auto* s = dynamic_cast<const DecoderState*>(&saved);
-    DF_CHECK(s && s->layers.size() == layers.size());
-    for (size_t l = 0; l < layers.size(); ++l) layers[l] = s->layers[l]->clone();
+    DF_CHECK(s && s->layers.size() == layers.size() && s->len <= len);
+    for (size_t l = 0; l < layers.size(); ++l) layers[l]->restore(*s->layers[l]);
     len = s->len;
   }
 };

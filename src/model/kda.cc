@@ -15,7 +15,8 @@ namespace {
 struct KdaState : LayerState {
   std::vector<float> conv;  // [3*D, conv_k-1]: last inputs per channel, oldest first
   std::vector<float> S;     // [H, dk, dk]
-  std::unique_ptr<LayerState> clone() const override { return std::make_unique<KdaState>(*this); }
+  std::unique_ptr<LayerState> snapshot() const override { return std::make_unique<KdaState>(*this); }
+  void restore(const LayerState& saved) override { *this = static_cast<const KdaState&>(saved); }
 };
 
 float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }

@@ -119,7 +119,7 @@ TEST(KimiK3, SnapshotRollsBackRejectedDraftsAndReplaysExactly) {
   auto replay = k.run(*seq, std::span(toks).subspan(keep), 1);
   EXPECT_TRUE(same_bits(replay.data(), want.data() + keep * V, replay.size()));
 
-  // The snapshot is a deep copy: it survives the replay and restores again.
+  // The same snapshot restores again after the replay.
   seq->restore(*saved);
   auto again = k.run(*seq, std::span(toks).subspan(keep), 5);
   EXPECT_TRUE(same_bits(again.data(), want.data() + keep * V, again.size()));

@@ -17,7 +17,12 @@ namespace deltafin {
 // Per-sequence, per-layer state (KV cache, recurrent state).
 struct LayerState {
   virtual ~LayerState() = default;
-  virtual std::unique_ptr<LayerState> clone() const = 0;  // a deep copy
+  // Rollback (draft verification): snapshot() keeps what restore() needs to
+  // bring this state back to the moment it was taken, provided the sequence
+  // has only been appended to since: a cache keeps its length (restore
+  // truncates), a recurrent state keeps a copy.
+  virtual std::unique_ptr<LayerState> snapshot() const = 0;
+  virtual void restore(const LayerState& saved) = 0;
 };
 
 class AttentionLayer {

@@ -48,12 +48,14 @@ class SequenceState {
   virtual ~SequenceState() = default;
   // Number of tokens this sequence has seen.
   virtual int64_t length() const = 0;
-  // A deep copy (KV caches, KDA recurrent and convolution states, length):
-  // taken before a block that may be rejected (draft tokens), it is the
-  // point to roll back to with restore(). Freed with the returned pointer.
+  // The point to roll back to before a block that may be rejected (draft
+  // tokens): the length, KV caches' lengths, and copies of the recurrent
+  // (KDA) and convolution states. Freed with the returned pointer.
   virtual std::unique_ptr<SequenceState> snapshot() const = 0;
-  // Makes this state equal to `saved`, a snapshot() of a sequence of the
-  // same model; forward() then continues bit for bit as from `saved`.
+  // Brings this sequence back to `saved`; forward() then continues bit for
+  // bit as from that moment. Can be repeated.
+  // REQUIRES: `saved` is a snapshot() of this sequence, which has only been
+  // appended to (forward) since.
   virtual void restore(const SequenceState& saved) = 0;
 };
 
