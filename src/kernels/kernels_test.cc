@@ -305,13 +305,17 @@ struct Shape {
 };
 
 // Odd shapes: partial 16-lane tails for F32/BF16/FP8, partial 128-blocks and
-// several scale row blocks for FP8, groups of 32 for INT4/MXFP4.
+// several scale row blocks for FP8, groups of 32 for INT4/MXFP4, and rows
+// wider than a column span.
 const Shape kShapes[] = {
     {Encoding::F32, 37, 203},      {Encoding::F32, 5, 7},
     {Encoding::BF16, 41, 333},     {Encoding::BF16, 3, 16},
     {Encoding::FP8_B128, 300, 301}, {Encoding::FP8_B128, 9, 129},
     {Encoding::INT4_G32, 43, 224}, {Encoding::INT4_G32, 6, 32},
     {Encoding::MXFP4_G32, 39, 416}, {Encoding::MXFP4_G32, 7, 64},
+    // Wider than one column span of the many-row path (kernels_tile.h).
+    {Encoding::BF16, 5, 2100},     {Encoding::FP8_B128, 6, 1300},
+    {Encoding::MXFP4_G32, 5, 2112},
 };
 
 TEST(Matmul, CloseToFloat64ProductForEveryEncoding) {

@@ -107,26 +107,21 @@ DF_KERNEL_INLINE void group_any(const typename D::Row (&rows)[OB], int64_t g, in
   group_fma<V, D, OB, R, kNan, kLen>(rows, m, g * D::kGroup, len, xr, acc);
 }
 
-// y[r * ys + b] = dot(row b, x[r * xs ...]) for b < OB, r < R.
+// Continues the accumulators over columns [c_begin, c_end): element i goes
+// into lane i % 16 of acc[b][r], in increasing i. c_begin is a multiple of
+// D::kGroup, so stopping and resuming between spans changes nothing.
 template <class V, class D, int OB, int R>
-void tile(const typename D::Row (&rows)[OB], int64_t cols, const float* x, int64_t xs, float* y,
-          int64_t ys) {
-  typename V::reg acc[OB][R];
-#pragma GCC unroll 8
-  for (int b = 0; b < OB; ++b)
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[b][r] = V::zero();
+DF_KERNEL_INLINE void tile_span(const typename D::Row (&rows)[OB], int64_t c_begin, int64_t c_end,
+                                const float* x, int64_t xs, typename V::reg (&acc)[OB][R]) {
   const float* xr[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) xr[r] = x + r * xs;
-  const int64_t full = cols / D::kGroup, rem = cols % D::kGroup;
-  for (int64_t g = 0; g <= full; ++g) {
-    const int64_t len = g < full ? D::kGroup : rem;
-    if (len == 0) break;
+  for (int64_t c0 = c_begin; c0 < c_end; c0 += D::kGroup) {
+    const int64_t g = c0 / D::kGroup, len = std::min<int64_t>(D::kGroup, c_end - c0);
     bool nan = false;
     if constexpr (D::kNanCheck) {
 #pragma GCC unroll 8
-      for (int b = 0; b < OB; ++b) nan |= D::has_nan(rows[b], g * D::kGroup, len);
+      for (int b = 0; b < OB; ++b) nan |= D::has_nan(rows[b], c0, len);
     }
     if (len == D::kGroup) {
       if (nan)
@@ -140,15 +135,55 @@ void tile(const typename D::Row (&rows)[OB], int64_t cols, const float* x, int64
         group_any<V, D, OB, R, false, 0>(rows, g, len, xr, acc);
     }
   }
+}
+
+template <class V, class D>
+DF_KERNEL_INLINE float finish(typename V::reg acc) {
+  if constexpr (permuted<D>())
+    return V::reduce(D::unpermute(acc));
+  else
+    return V::reduce(acc);
+}
+
+// y[r * ys + b] = dot(row b, x[r * xs ...]) for b < OB, r < R.
+template <class V, class D, int OB, int R>
+void tile(const typename D::Row (&rows)[OB], int64_t cols, const float* x, int64_t xs, float* y,
+          int64_t ys) {
+  typename V::reg acc[OB][R];
 #pragma GCC unroll 8
   for (int b = 0; b < OB; ++b)
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      if constexpr (permuted<D>())
-        y[r * ys + b] = V::reduce(D::unpermute(acc[b][r]));
-      else
-        y[r * ys + b] = V::reduce(acc[b][r]);
-    }
+    for (int r = 0; r < R; ++r) acc[b][r] = V::zero();
+  tile_span<V, D, OB, R>(rows, 0, cols, x, xs, acc);
+#pragma GCC unroll 8
+  for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) y[r * ys + b] = finish<V, D>(acc[b][r]);
+}
+
+// One span of one row tile whose 16-lane accumulators live in memory: lanes
+// of (b, r) at st + (b * kMaxR + r) * 16.
+template <class V, class D, int OB, int R>
+void tile_span_saved(const typename D::Row (&rows)[OB], int64_t c_begin, int64_t c_end,
+                     const float* x, int64_t xs, float* st) {
+  typename V::reg acc[OB][R];
+#pragma GCC unroll 8
+  for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[b][r] = V::load(st + (b * V::kMaxR + r) * 16);
+  tile_span<V, D, OB, R>(rows, c_begin, c_end, x, xs, acc);
+#pragma GCC unroll 8
+  for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) V::store(st + (b * V::kMaxR + r) * 16, acc[b][r]);
+}
+
+// Columns per span when many activation rows share the weight rows: every
+// row's span of x stays in L2 (<= 512 KiB in all) while all row tiles use it.
+// A multiple of every decoder's group.
+inline int64_t col_block(int64_t n_rows) {
+  const int64_t fit = (int64_t{512} << 10) / (4 * n_rows) / 128 * 128;
+  return std::clamp<int64_t>(fit, 128, 1024);
 }
 
 // Decodes one row exactly into out[0, cols), zero-padded to a multiple of 16.
@@ -173,20 +208,38 @@ template <class V, class D, int OB>
 void tile_rows(const typename D::Row (&rows)[OB], int64_t cols, const float* x, int64_t n_rows,
                int64_t xs, float* y, int64_t ys) {
   constexpr int kMaxR = V::kMaxR;
+  static_assert(kMaxR >= 1 && kMaxR <= 4);
   if constexpr (OB > V::kOB) {  // decode-only tile shape
     for (int64_t r = 0; r < n_rows; ++r) tile<V, D, OB, 1>(rows, cols, x + r * xs, xs, y + r * ys, ys);
     return;
   }
-  int64_t r = 0;
-  for (; r + kMaxR <= n_rows; r += kMaxR)
-    tile<V, D, OB, kMaxR>(rows, cols, x + r * xs, xs, y + r * ys, ys);
-  if constexpr (kMaxR > 1)
-    if (n_rows - r == 1) tile<V, D, OB, 1>(rows, cols, x + r * xs, xs, y + r * ys, ys);
-  if constexpr (kMaxR > 2)
-    if (n_rows - r == 2) tile<V, D, OB, 2>(rows, cols, x + r * xs, xs, y + r * ys, ys);
-  if constexpr (kMaxR > 3)
-    if (n_rows - r == 3) tile<V, D, OB, 3>(rows, cols, x + r * xs, xs, y + r * ys, ys);
-  static_assert(kMaxR <= 4);
+  if (n_rows <= kMaxR) {
+    if (n_rows == kMaxR) tile<V, D, OB, kMaxR>(rows, cols, x, xs, y, ys);
+    if constexpr (kMaxR > 1) if (n_rows == 1) tile<V, D, OB, 1>(rows, cols, x, xs, y, ys);
+    if constexpr (kMaxR > 2) if (n_rows == 2) tile<V, D, OB, 2>(rows, cols, x, xs, y, ys);
+    if constexpr (kMaxR > 3) if (n_rows == 3) tile<V, D, OB, 3>(rows, cols, x, xs, y, ys);
+    return;
+  }
+  // Many rows: spans of kColBlock columns, accumulators saved between spans.
+  const int64_t n_tiles = (n_rows + kMaxR - 1) / kMaxR, block = col_block(n_rows);
+  AlignedArray<float> state(static_cast<size_t>(n_tiles * OB * kMaxR * 16));
+  state.zero();
+  for (int64_t c0 = 0; c0 < cols; c0 += block) {
+    const int64_t c1 = std::min(cols, c0 + block);
+    for (int64_t t = 0; t < n_tiles; ++t) {
+      const int64_t r0 = t * kMaxR, nr = std::min<int64_t>(kMaxR, n_rows - r0);
+      float* st = state.data() + t * OB * kMaxR * 16;
+      const float* xt = x + r0 * xs;
+      if (nr == kMaxR) tile_span_saved<V, D, OB, kMaxR>(rows, c0, c1, xt, xs, st);
+      if constexpr (kMaxR > 1) if (nr == 1) tile_span_saved<V, D, OB, 1>(rows, c0, c1, xt, xs, st);
+      if constexpr (kMaxR > 2) if (nr == 2) tile_span_saved<V, D, OB, 2>(rows, c0, c1, xt, xs, st);
+      if constexpr (kMaxR > 3) if (nr == 3) tile_span_saved<V, D, OB, 3>(rows, c0, c1, xt, xs, st);
+    }
+  }
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int b = 0; b < OB; ++b)
+      y[r * ys + b] =
+          finish<V, D>(V::load(state.data() + ((r / kMaxR) * OB * kMaxR + b * kMaxR + r % kMaxR) * 16));
 }
 
 // The ISA's matmul_rows for decoder D. DF32 is the same ISA's F32 decoder,
