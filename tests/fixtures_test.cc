@@ -62,8 +62,14 @@ struct Runner {
 
 class FixtureTest : public ::testing::TestWithParam<std::string> {
  protected:
+  // The reference files; the checkpoint is here too unless reference.json
+  // names a model folder of the repository ("model", for shipped models).
   fs::path dir() const { return fs::path(DELTAFIN_SOURCE_DIR) / "tests" / "fixtures" / GetParam(); }
   nlohmann::json ref() const { return read_json_file(dir() / "reference.json"); }
+  fs::path model_dir() const {
+    auto j = ref();
+    return j.contains("model") ? fs::path(DELTAFIN_SOURCE_DIR) / j["model"].get<std::string>() : dir();
+  }
 };
 
 }  // namespace
@@ -76,7 +82,7 @@ TEST(Fixtures, Present) {
 TEST_P(FixtureTest, LogitsMatchReference) {
   auto j = ref();
   const double tol = j.value("tolerance", 1e-3);
-  Runner run(dir(), 2);
+  Runner run(model_dir(), 2);
   const int64_t V = run.model->vocab();
   for (const auto& seq : j["sequences"]) {
     std::vector<int32_t> toks = seq["tokens"].get<std::vector<int32_t>>();
@@ -96,7 +102,7 @@ TEST_P(FixtureTest, LogitsMatchReference) {
 
 TEST_P(FixtureTest, GreedyMatchesReference) {
   auto j = ref();
-  Runner run(dir(), 2);
+  Runner run(model_dir(), 2);
   for (const auto& g : j["greedy"]) {
     std::vector<int32_t> prompt = g["prompt"].get<std::vector<int32_t>>();
     std::vector<int32_t> want = g["generated"].get<std::vector<int32_t>>();
@@ -116,7 +122,7 @@ TEST_P(FixtureTest, GreedyMatchesReference) {
 TEST_P(FixtureTest, BitIdenticalAcrossThreadsAndChunks) {
   auto j = ref();
   std::vector<int32_t> toks = j["sequences"][0]["tokens"].get<std::vector<int32_t>>();
-  Runner one(dir(), 1), two(dir(), 2), three(dir(), 3);
+  Runner one(model_dir(), 1), two(model_dir(), 2), three(model_dir(), 3);
   const int64_t n = static_cast<int64_t>(toks.size());
   std::vector<float> base = two.score(toks, n);
   auto same = [&](const std::vector<float>& v) {

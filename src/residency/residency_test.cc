@@ -47,12 +47,18 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
+// Fixture folders (reference.json); the checkpoint is model_of(folder).
 std::vector<std::string> fixtures() {
   std::vector<std::string> v;
   for (const auto& e : fs::directory_iterator(fs::path(DELTAFIN_SOURCE_DIR) / "tests" / "fixtures"))
     if (fs::exists(e.path() / "reference.json")) v.push_back(e.path().string());
   std::sort(v.begin(), v.end());
   return v;
+}
+
+std::string model_of(const std::string& fixture) {
+  auto j = nlohmann::json::parse(std::ifstream(fs::path(fixture) / "reference.json"));
+  return j.contains("model") ? (fs::path(DELTAFIN_SOURCE_DIR) / j["model"].get<std::string>()).string() : fixture;
 }
 
 // Packs `model` into dir/store over `drives` drive directories.
@@ -120,13 +126,13 @@ TEST(Streaming, BitIdenticalToResidentForEveryFixtureBudgetDriveCountPlacementAn
     std::vector<int32_t> toks = ref["sequences"][0]["tokens"].get<std::vector<int32_t>>();
     RuntimeOptions ro;
     ro.threads = 2;
-    auto resident = Runtime::open(f, ro);
+    auto resident = Runtime::open(model_of(f), ro);
     const std::vector<float> want = score(*resident, toks, static_cast<int64_t>(toks.size()));
     int drives = 1;
     for (const std::string placement : {"stripe", "mirror"}) {
       for (; drives <= 4; ++drives) {
         fs::path dir = scratch_dir("fx");
-        const std::string store = pack(f, dir, drives, placement);
+        const std::string store = pack(model_of(f), dir, drives, placement);
         // Learn the slot size, then budgets of 2 slots (caches nothing
         // useful), a tenth, half, and all the records.
         RuntimeOptions all = ro;
@@ -161,11 +167,11 @@ TEST(Streaming, BitIdenticalToResidentForEveryFixtureBudgetDriveCountPlacementAn
 }
 
 TEST(Streaming, HotSetLearnedFromThePreviousRun) {
-  const std::string f = fixtures().front();
+  const std::string f = (fs::path(DELTAFIN_SOURCE_DIR) / "tests" / "fixtures" / "demo_moe").string();
   auto ref = nlohmann::json::parse(std::ifstream(fs::path(f) / "reference.json"));
   std::vector<int32_t> toks = ref["sequences"][0]["tokens"].get<std::vector<int32_t>>();
   fs::path dir = scratch_dir("hot");
-  const std::string store = pack(f, dir, 2, "stripe");
+  const std::string store = pack(model_of(f), dir, 2, "stripe");
   RuntimeOptions ro;
   ro.threads = 1;
   ro.pilot = false;
@@ -212,7 +218,7 @@ TEST(Streaming, PrefillReadsEachExpertOncePerLayer) {
 TEST(Runtime, RefusesABudgetThatCannotHoldTheSpine) {
   const std::string f = fixtures().front();
   fs::path dir = scratch_dir("refuse");
-  const std::string store = pack(f, dir, 1, "stripe");
+  const std::string store = pack(model_of(f), dir, 1, "stripe");
   RuntimeOptions ro;
   ro.ram_budget = 1 << 20;
   try {
