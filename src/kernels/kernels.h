@@ -19,7 +19,8 @@
 // Exact weight decode w_i (fp32), one row per encoding of the table below:
 //   F32      w = the float
 //   BF16     w = bits << 16
-//   FP8      w = fp32(e4m3(q)) * scale_inv[r/128][c/128]   (one fp32 rounding)
+//   FP8      w = fp32(e4m3(q)) * scale_inv[r/128][c/128]   (one fp32 rounding;
+//            the NaN codes 0x7f / 0xff decode to the quiet NaN of their sign)
 //   INT4     w = (nibble - 8) * bf16 scale[r][c/32]        (exact)
 //   MXFP4    w = e2m1(nibble) * 2^(e8m0 scale[r][c/32] - 127)  (exact)
 // (../shared/specs/weight-formats.md gives the bit layouts.)

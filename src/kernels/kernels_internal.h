@@ -12,8 +12,9 @@
 
 namespace deltafin::kernels::detail {
 
-// Rows of output features each matmul_rows call works on together.
-constexpr int64_t kRowBlock = 4;
+// matmul() hands threads whole multiples of this many output rows (the
+// largest tile of output rows of any ISA), so no tile is split.
+constexpr int64_t kRowBlock = 8;
 
 inline float bits_to_float(uint32_t b) { return std::bit_cast<float>(b); }
 
