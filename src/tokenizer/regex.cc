@@ -11,7 +11,35 @@ namespace {
 pcre2_code* code_of(void* p) { return static_cast<pcre2_code*>(p); }
 }  // namespace
 
-Regex::Regex(std::string_view pattern, std::string_view what) : pattern_(pattern) {
+namespace {
+// Unicode White_Space, what \s means in Oniguruma (tokenizers) and Rust's
+// regex (tiktoken). PCRE2's \s also takes U+180E, which is not White_Space.
+constexpr const char* kWhiteSpace =
+    "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+
+// Spells \s and \S out as White_Space classes (\S inside a class is kept).
+std::string expand_whitespace(std::string_view p) {
+  std::string out;
+  int class_depth = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      char n = p[i + 1];
+      if (n == 's') out += class_depth ? std::string(kWhiteSpace) : "[" + std::string(kWhiteSpace) + "]";
+      else if (n == 'S' && !class_depth) out += "[^" + std::string(kWhiteSpace) + "]";
+      else { out += c; out += n; }
+      ++i;
+      continue;
+    }
+    if (c == '[') ++class_depth;
+    else if (c == ']' && class_depth > 0) --class_depth;
+    out += c;
+  }
+  return out;
+}
+}  // namespace
+
+Regex::Regex(std::string_view pattern, std::string_view what) : pattern_(expand_whitespace(pattern)) {
   int err = 0;
   PCRE2_SIZE off = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern_.data()), pattern_.size(),

@@ -97,7 +97,7 @@ for (let d = 0; d < 40; d++) {
     const k = rnd(4);
     if (k === 0) t += ws[rnd(ws.length)].repeat(1 + rnd(6));
     else if (k === 1) t += String(rnd(2147483647)) + (rnd(3) === 0 ? '.' + rnd(1000) : '');
-    else if (k === 2) t += snippets[rnd(snippets.length)].slice(0, 1 + rnd(40));
+    else if (k === 2) t += Array.from(snippets[rnd(snippets.length)]).slice(0, 1 + rnd(40)).join('');
     else t += ' '.repeat(rnd(100));
   }
   docs.push(t);
