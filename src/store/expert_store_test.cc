@@ -207,7 +207,9 @@ TEST_P(StoreTest, CancelDropsRecordsNotStarted) {
   // Reads are held (the pread engine's workers wait; io_uring's completions
   // are not reaped) until released, so that the queued ones cannot start.
   std::atomic<bool> release{false};
+  std::atomic<int> entered{0};
   auto e = engine(/*qd=*/1, [&](const RawRead& r) -> int64_t {
+    ++entered;
     while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return r.result;
   });
@@ -217,7 +219,11 @@ TEST_P(StoreTest, CancelDropsRecordsNotStarted) {
     bufs.emplace_back(s.buffer_bytes(s.manifest().records[i]), s.buffer_alignment());
     s.request(s.manifest().records[i].layer, s.manifest().records[i].expert, bufs.back().data(), i);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // io_uring started one read per drive at submit; pread workers start them
+  // on their own: wait until both have.
+  if (GetParam() == IoKind::Pread)
+    for (int i = 0; i < 5000 && entered.load() < 2; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_FALSE(s.cancel(0));  // in flight (one per drive)
   EXPECT_TRUE(s.cancel(7));
   EXPECT_TRUE(s.cancel(6));
