@@ -182,7 +182,8 @@ class Interp {
     eval_args(e, sc, args, kw);
     line = e.line;
     if (!f.is_function()) {
-      if (e.a->kind == Expr::Kind::Name) fail("'{}' is not a function this interpreter knows", e.a->name);
+      if (e.a->kind == Expr::Kind::Name && f.is_undefined())
+        fail("'{}' is undefined (not a known function, or a macro called before its definition)", e.a->name);
       fail("a {} value is not callable", f.type_name());
     }
     return f.fn()(args, kw);

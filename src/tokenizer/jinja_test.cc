@@ -61,6 +61,19 @@ TEST(Jinja, LoopsNamespacesAndMacros) {
   EXPECT_EQ(render("{{ loop_messages }}{% set a, b = [1, 2] %}{{ b }}{{ a }}"), "21");
 }
 
+TEST(Jinja, MacrosRecurseSeeGlobalsAndChangeNamespaces) {
+  EXPECT_EQ(render("{%- macro j(v) -%}{%- if v is mapping -%}{ {%- for k, x in v | dictsort -%}{{ k }}:{{ j(x) }}"
+                   "{%- if not loop.last %},{% endif -%}{%- endfor -%} }{%- else -%}{{ v }}{%- endif -%}{%- endmacro -%}"
+                   "{{ j(d) }}",
+                   {{"d", {{"b", {{"c", 1}}}, {"a", 2}}}}),
+            "{a:2,b:{c:1}}");
+  EXPECT_EQ(render("{%- macro bump(st, by=1) -%}{%- set st.n = st.n + by -%}{{ flag }}{%- endmacro -%}"
+                   "{%- set flag = 'F' -%}{%- set s = namespace(n=0) -%}{{ bump(s) }}{{ bump(s, by=5) }}{{ s.n }}"),
+            "FF6");
+  EXPECT_EQ(render("{% macro f(p, q) %}{{ p }}{{ q }}{% endmacro %}{{ f(\n  'a',\n  'b' if x else 'c'\n) }}"),
+            "ac");
+}
+
 TEST(Jinja, FiltersTestsAndMethods) {
   EXPECT_EQ(render("{{ '  x  ' | trim }}|{{ xs | length }}|{{ xs | join('-') }}|{{ xs | first }}{{ xs | last }}",
                    {{"xs", {"a", "b"}}}),
@@ -94,6 +107,7 @@ TEST(Jinja, ErrorsNameTheConstructAndLine) {
             std::string::npos);
   EXPECT_NE(error_of("{{ 'a' + 1 }}").find("unsupported operand types for +: str and int"), std::string::npos);
   EXPECT_NE(error_of("{{ x is frob }}").find("unsupported test 'frob'"), std::string::npos);
+  EXPECT_NE(error_of("{{ later() }}{% macro later() %}{% endmacro %}").find("'later' is undefined"), std::string::npos);
 }
 
 TEST(ChatTemplate, RendersMessagesToolsAndExtraVariables) {
