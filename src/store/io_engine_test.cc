@@ -150,6 +150,25 @@ TEST_P(EngineTest, ManyOddReadsLandExactly) {
   EXPECT_EQ(e->queued_bytes(1), 0u);
 }
 
+// Without O_DIRECT (filesystems that lack it) any offset and buffer work.
+TEST_P(EngineTest, BufferedModeReadsUnalignedRanges) {
+  TempStore t;
+  std::string p = t.write("a.bin", 100000, 5);
+  IoOptions o;
+  o.direct = false;
+  auto e = engine(o);
+  int f = e->open_file(p);
+  EXPECT_EQ(e->file(f).offset_align, 1u);
+  EXPECT_EQ(e->span(f, 12345, 678).bytes, 678u);
+  std::vector<uint8_t> buf(1000);
+  e->submit({f, 12345, 678, buf.data() + 1, 3});  // an odd address too
+  std::vector<Completion> done;
+  e->wait(done, 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].payload, buf.data() + 1);
+  for (int i = 0; i < 678; ++i) ASSERT_EQ(buf[1 + i], pattern(12345 + i + 5));
+}
+
 // Short reads (even unaligned ones) continue from the last aligned byte.
 TEST_P(EngineTest, ShortReadsAreResubmitted) {
   TempStore t;
