@@ -14,6 +14,7 @@
 // the ceiling is measured before and after, and fractions are against their
 // mean. "cold" as in bench_drive: this machine's page cache is dropped before
 // each run; the host may still cache the blocks (shared/MEASURING.md).
+// DELTAFIN_BENCH_VERBOSE=1 prints every layer step's time to stderr.
 #include <fcntl.h>
 #include <unistd.h>
 

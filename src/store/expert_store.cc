@@ -9,7 +9,8 @@
 namespace deltafin::store {
 
 namespace {
-// The store's reads carry tags with the top bit set, apart from the caller's.
+// The store's reads carry tags with the top bit set (debugging aid: a
+// completion without it came from a read submitted around the store).
 constexpr uint64_t kStoreTagBit = 1ull << 63;
 }  // namespace
 
@@ -135,7 +136,7 @@ void ExpertStore::step(bool block) {
   }
   for (const auto& c : scratch_) {
     auto it = io_to_tag_.find(c.tag);
-    DF_CHECK(it != io_to_tag_.end());
+    DF_CHECK(it != io_to_tag_.end());  // a read submitted to this engine around the store
     const uint64_t tag = it->second;
     io_to_tag_.erase(it);
     bytes_read_[c.drive] += c.length;
