@@ -98,8 +98,8 @@ void Tokenizer::encode_piece_cached(const std::string& piece, std::vector<int32_
   cache.emplace(piece, std::vector<int32_t>(out.begin() + static_cast<ptrdiff_t>(before), out.end()));
 }
 
-void Tokenizer::encode_segment(std::string_view text, bool first_segment, std::vector<int32_t>& out,
-                               PieceCache& cache) const {
+void Tokenizer::encode_segment(std::string_view text, bool first_segment, bool parse_special,
+                               std::vector<int32_t>& out, PieceCache& cache) const {
   std::string norm = normalizer_->identity() ? std::string(text) : normalizer_->apply(std::string(text));
   std::vector<std::string> pieces;
   auto run = [&](std::string_view t, bool first) {
@@ -112,7 +112,7 @@ void Tokenizer::encode_segment(std::string_view text, bool first_segment, std::v
     return;
   }
   bool first = first_segment;
-  for (const auto& seg : added_.split(norm, true, true)) {
+  for (const auto& seg : added_.split(norm, true, parse_special)) {
     if (seg.id >= 0) out.push_back(seg.id);
     else run(std::string_view(norm).substr(seg.begin, seg.end - seg.begin), first);
     first = false;
@@ -129,13 +129,13 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
   out.reserve(text.size() / 3 + 4);
   PieceCache cache;
   if (!added_.has(false)) {
-    encode_segment(text, true, out, cache);
+    encode_segment(text, true, parse_special, out, cache);
     return out;
   }
   bool first = true;
   for (const auto& seg : added_.split(text, false, parse_special)) {
     if (seg.id >= 0) out.push_back(seg.id);
-    else encode_segment(text.substr(seg.begin, seg.end - seg.begin), first, out, cache);
+    else encode_segment(text.substr(seg.begin, seg.end - seg.begin), first, parse_special, out, cache);
     first = false;
   }
   return out;

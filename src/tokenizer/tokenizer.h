@@ -82,7 +82,8 @@ class Tokenizer {
  private:
   Tokenizer();
   using PieceCache = std::unordered_map<std::string, std::vector<int32_t>>;
-  void encode_segment(std::string_view text, bool first_segment, std::vector<int32_t>& out, PieceCache& cache) const;
+  void encode_segment(std::string_view text, bool first_segment, bool parse_special, std::vector<int32_t>& out,
+                      PieceCache& cache) const;
   void encode_piece(const std::string& piece, std::vector<int32_t>& out) const;
   void encode_piece_cached(const std::string& piece, std::vector<int32_t>& out, PieceCache& cache) const;
   void finish_load();

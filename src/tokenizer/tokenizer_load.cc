@@ -155,10 +155,19 @@ std::unique_ptr<Tokenizer> Tokenizer::from_tokenizer_json(std::string_view text,
       ++rank;
     }
     if (j.contains("added_tokens")) {
+      // tokenizers gives an added token its vocabulary id when the model has
+      // it, else the next id after the model and the previous added tokens
+      // (the file's "id" is then only a hint; in published files they agree).
+      const int32_t model_size = static_cast<int32_t>(t->vocab_.size());
+      int32_t max_added = -1;
       for (const auto& at : j["added_tokens"]) {
         AddedToken a2;
-        a2.id = at.at("id").get<int32_t>();
         a2.content = at.at("content").get<std::string>();
+        auto in_vocab = t->vocab_.find(a2.content);
+        if (in_vocab != t->vocab_.end()) a2.id = in_vocab->second;
+        else if (max_added < 0) a2.id = model_size;
+        else a2.id = max_added >= model_size ? max_added + 1 : model_size;
+        max_added = std::max(max_added, a2.id);
         a2.special = at.value("special", false);
         a2.lstrip = at.value("lstrip", false);
         a2.rstrip = at.value("rstrip", false);

@@ -31,8 +31,13 @@ json tiny_byte_level() {
     m.push_back(a + " " + b);
   }
   json added = json::array();
+  // The file's ids 300.. are not what tokenizers uses: it numbers added
+  // tokens after the model's 265 ids (265, 266, ...).
   added.push_back({{"id", 300}, {"content", "<|end|>"}, {"special", true}, {"normalized", false}});
   added.push_back({{"id", 301}, {"content", "<think>"}, {"special", false}, {"normalized", false}});
+  added.push_back({{"id", 302}, {"content", "<mask>"}, {"special", true}, {"normalized", true},
+                   {"lstrip", true}, {"rstrip", true}});
+  added.push_back({{"id", 303}, {"content", "word"}, {"special", false}, {"normalized", false}, {"single_word", true}});
   return {
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", m}, {"byte_fallback", false}}},
       {"added_tokens", added},
@@ -53,15 +58,25 @@ TEST(Tokenizer, ByteLevelBpeMergesAndAddedTokens) {
   EXPECT_EQ(t->encode("hello world"), (std::vector<int32_t>{hello, world}));
   // Special token inside text, with and without parse_special.
   auto ids = t->encode("hello<|end|>");
-  EXPECT_EQ(ids, (std::vector<int32_t>{hello, 300}));
+  EXPECT_EQ(ids, (std::vector<int32_t>{hello, 265}));
   auto plain = t->encode("hello<|end|>", false);
   EXPECT_GT(plain.size(), 2u);
   EXPECT_EQ(t->decode(plain), "hello<|end|>");
   // Non-special added tokens stay matched when parse_special is false.
-  EXPECT_EQ(t->encode("<think>", false), (std::vector<int32_t>{301}));
-  EXPECT_TRUE(t->is_special(300));
-  EXPECT_FALSE(t->is_special(301));
-  EXPECT_EQ(t->vocab_size(), 302);
+  EXPECT_EQ(t->encode("<think>", false), (std::vector<int32_t>{266}));
+  EXPECT_TRUE(t->is_special(265));
+  EXPECT_FALSE(t->is_special(266));
+  EXPECT_EQ(t->vocab_size(), 269);
+}
+
+TEST(Tokenizer, AddedTokenStripAndSingleWordAsTokenizersDoes) {
+  // Expected ids from Hugging Face tokenizers 0.23.2 (npm) on this file.
+  auto t = Tokenizer::from_tokenizer_json(tiny_byte_level().dump(), "tiny");
+  EXPECT_EQ(t->encode("a <mask> b"), (std::vector<int32_t>{97, 267, 98}));
+  EXPECT_EQ(t->encode("x  <mask>\n\ny"), (std::vector<int32_t>{120, 267, 121}));
+  EXPECT_EQ(t->encode("word words sword word."),
+            (std::vector<int32_t>{268, 262, 100, 115, 32, 115, 119, 261, 100, 32, 268, 46}));
+  EXPECT_EQ(t->encode("hello<|end|>world <think>"), (std::vector<int32_t>{259, 265, 119, 261, 108, 100, 32, 266}));
 }
 
 TEST(Tokenizer, RoundTripsArbitraryUtf8AndNormalizesNfc) {
