@@ -12,6 +12,7 @@
 //
 // A decoder D provides:
 //   kGroup            elements per scale group (the unit of D::mult)
+//   kGroupBytes       bytes of one row's data per group (for prefetching)
 //   kNanCheck         whether some codes decode to NaN (FP8)
 //   Row               one weight row: byte pointer + staged group scales
 //   Mult              per-(row, group) decode state (a scale, a scaled table)
@@ -30,6 +31,11 @@
 #ifndef DF_KERNEL_INLINE
 #define DF_KERNEL_INLINE inline __attribute__((always_inline))
 #endif
+
+// With one activation row, each of the tile's weight rows is prefetched this
+// far ahead (bench/results/kernels-*.md: a small gain over the hardware
+// prefetchers alone, 512-2048 bytes alike).
+constexpr int64_t kPrefetchBytes = 1024;
 
 template <class D>
 constexpr bool permuted() {
@@ -118,6 +124,17 @@ DF_KERNEL_INLINE void tile_span(const typename D::Row (&rows)[OB], int64_t c_beg
   for (int r = 0; r < R; ++r) xr[r] = x + r * xs;
   for (int64_t c0 = c_begin; c0 < c_end; c0 += D::kGroup) {
     const int64_t g = c0 / D::kGroup, len = std::min<int64_t>(D::kGroup, c_end - c0);
+    if constexpr (R == 1) {  // decode: each weight row is a stream from memory
+      constexpr int64_t kGB = D::kGroupBytes;
+      if (kGB >= 64 || (g % (64 / kGB)) == 0) {
+#pragma GCC unroll 8
+        for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 4
+          for (int64_t off = 0; off < kGB; off += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(rows[b].p + g * kGB + off + kPrefetchBytes),
+                         _MM_HINT_T0);
+      }
+    }
     bool nan = false;
     if constexpr (D::kNanCheck) {
 #pragma GCC unroll 8
