@@ -147,6 +147,7 @@ TEST(Streaming, BitIdenticalToResidentForEveryFixtureBudgetDriveCountPlacementAn
             RuntimeOptions so = ro;
             so.ram_budget = plan.spine + plan.overhead + slots * plan.slot_bytes;
             so.pilot = pilot;
+            so.update_heat = false;  // every configuration starts cold (the hot set has its own test)
             auto rt = Runtime::open(store, so);
             EXPECT_EQ(rt->budget().slots, slots);
             EXPECT_TRUE(same_bits(score(*rt, toks, static_cast<int64_t>(toks.size())), want));
