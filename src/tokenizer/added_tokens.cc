@@ -1,5 +1,7 @@
 #include "tokenizer/added_tokens.h"
 
+#include "tokenizer/unicode.h"
+
 #include <algorithm>
 #include <cctype>
 #include <climits>
@@ -50,9 +52,19 @@ int32_t AddedTokens::longest_at(int32_t root, std::string_view text, size_t pos,
 }
 
 namespace {
-bool is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-// ASCII approximation of "a word character" for single_word tokens.
-bool is_word(unsigned char c) { return c >= 0x80 || std::isalnum(c) || c == '_'; }
+// What tokenizers checks around single_word tokens: an alphanumeric or '_'.
+bool word_before(std::string_view s, size_t end) {
+  if (end == 0) return false;
+  size_t len;
+  uint32_t c = code_point_before(s, end, len);
+  return c == '_' || is_alphanumeric(c);
+}
+bool word_after(std::string_view s, size_t begin) {
+  if (begin >= s.size()) return false;
+  size_t len;
+  uint32_t c = code_point_at(s, begin, len);
+  return c == '_' || is_alphanumeric(c);
+}
 }  // namespace
 
 std::vector<AddedTokens::Segment> AddedTokens::split(std::string_view text, bool normalized,
@@ -69,13 +81,14 @@ std::vector<AddedTokens::Segment> AddedTokens::split(std::string_view text, bool
     size_t b = pos, e = pos + len;
     bool ok = parse_special || !t.special;
     if (ok && t.single_word) {
-      bool left_ok = b == 0 || !is_word(static_cast<unsigned char>(text[b - 1]));
-      bool right_ok = e == text.size() || !is_word(static_cast<unsigned char>(text[e]));
-      ok = left_ok && right_ok;
+      ok = !word_before(text, b) && !word_after(text, e);
     }
     if (!ok) { pos = e; continue; }
-    if (t.lstrip) while (b > plain_start && is_ws(static_cast<unsigned char>(text[b - 1]))) --b;
-    if (t.rstrip) while (e < text.size() && is_ws(static_cast<unsigned char>(text[e]))) ++e;
+    size_t n;
+    if (t.lstrip)
+      while (b > plain_start && is_white_space(code_point_before(text, b, n))) b -= n;
+    if (t.rstrip)
+      while (e < text.size() && is_white_space(code_point_at(text, e, n))) e += n;
     if (b > plain_start) out.push_back({plain_start, b, -1});
     out.push_back({b, e, t.id});
     pos = plain_start = e;

@@ -45,15 +45,6 @@ std::string pattern_of(const json& j, std::string_view what) {
   fail("{}: pattern must be {{\"String\": ...}} or {{\"Regex\": ...}}", what);
 }
 
-// Decodes one UTF-8 code point at s[i]; sets len. REQUIRES: valid UTF-8.
-uint32_t code_point_at(std::string_view s, size_t i, size_t& len) {
-  unsigned char c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80) { len = 1; return c; }
-  len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-  uint32_t cp = c & (0x7F >> len);
-  for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-  return cp;
-}
 
 std::string replace_all(std::string s, std::string_view from, std::string_view to) {
   if (from.empty()) return s;
@@ -112,11 +103,9 @@ struct ReplaceN : Normalizer::Step {
 struct StripN : Normalizer::Step {
   bool left, right;
   std::string apply(std::string s) const override {
-    // Unicode White_Space approximated by ASCII space/tab/newlines here.
-    auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
-    size_t b = 0, e = s.size();
-    if (left) while (b < e && ws(s[b])) ++b;
-    if (right) while (e > b && ws(s[e - 1])) --e;
+    size_t b = 0, e = s.size(), len;
+    if (left) while (b < e && is_white_space(code_point_at(s, b, len))) b += len;
+    if (right) while (e > b && is_white_space(code_point_before(s, e, len))) e -= len;
     return s.substr(b, e - b);
   }
 };

@@ -77,6 +77,12 @@ TEST(Tokenizer, AddedTokenStripAndSingleWordAsTokenizersDoes) {
   EXPECT_EQ(t->encode("word words sword word."),
             (std::vector<int32_t>{268, 262, 100, 115, 32, 115, 119, 261, 100, 32, 268, 46}));
   EXPECT_EQ(t->encode("hello<|end|>world <think>"), (std::vector<int32_t>{259, 265, 119, 261, 108, 100, 32, 266}));
+  // Unicode white space is stripped; letters beyond ASCII and '_' are word characters.
+  EXPECT_EQ(t->encode("a\u3000<mask>\u00a0b"), (std::vector<int32_t>{97, 267, 98}));
+  EXPECT_EQ(t->encode("\u2003<mask>\u2003"), (std::vector<int32_t>{267}));
+  EXPECT_EQ(t->encode(" word\u00e9 \u00e9word word_x _word word"),
+            (std::vector<int32_t>{262, 100, 195, 169, 32, 195, 169, 119, 261, 100, 262, 100, 95, 120, 32, 95, 119, 261,
+                                  100, 32, 268}));
 }
 
 TEST(Tokenizer, RoundTripsArbitraryUtf8AndNormalizesNfc) {

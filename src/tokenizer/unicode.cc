@@ -93,6 +93,41 @@ size_t utf8_stable_prefix(std::string_view s) {
   return n;
 }
 
+bool is_white_space(uint32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+bool is_alphanumeric(uint32_t c) {
+  auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+  return (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+         (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);
+}
+
+uint32_t code_point_at(std::string_view s, size_t i, size_t& len) {
+  len = utf8_char_len(s, i);
+  if (len == 0) {
+    len = 1;
+    return 0xFFFD;
+  }
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  if (len == 1) return c;
+  uint32_t cp = c & (0x7F >> len);
+  for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  return cp;
+}
+
+uint32_t code_point_before(std::string_view s, size_t end, size_t& len) {
+  size_t b = end - 1;
+  while (b > 0 && end - b < 4 && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80) --b;
+  uint32_t cp = code_point_at(s, b, len);
+  if (b + len != end) {  // ill-formed: treat the last byte alone
+    len = 1;
+    return 0xFFFD;
+  }
+  return cp;
+}
+
 void utf8_append(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
     out.push_back(static_cast<char>(cp));

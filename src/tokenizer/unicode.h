@@ -23,6 +23,15 @@ bool utf8_valid(std::string_view s);
 // that more bytes could still complete (for streaming decoders).
 size_t utf8_stable_prefix(std::string_view s);
 
+// Unicode White_Space (Rust's char::is_whitespace).
+bool is_white_space(uint32_t cp);
+// Letters and numbers (Rust's char::is_alphanumeric).
+bool is_alphanumeric(uint32_t cp);
+// The code point starting at s[i] (U+FFFD for an ill-formed byte); sets len.
+uint32_t code_point_at(std::string_view s, size_t i, size_t& len);
+// The code point ending at s[end - 1]; sets len. REQUIRES: end > 0.
+uint32_t code_point_before(std::string_view s, size_t end, size_t& len);
+
 // Appends code point `cp` encoded as UTF-8.
 void utf8_append(std::string& out, uint32_t cp);
 
