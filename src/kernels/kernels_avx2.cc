@@ -70,6 +70,7 @@ struct TailBytes {
 struct DecF32 {
   static constexpr int64_t kGroup = 64;
   static constexpr int64_t kGroupBytes = 256;
+  static constexpr bool kPrefetch = true;
   static constexpr bool kNanCheck = false;
   using Row = RowPtr;
   using Mult = NoMult;
@@ -90,6 +91,7 @@ struct DecF32 {
 struct DecBF16 {
   static constexpr int64_t kGroup = 64;
   static constexpr int64_t kGroupBytes = 128;
+  static constexpr bool kPrefetch = true;
   static constexpr bool kNanCheck = false;
   using Row = RowPtr;
   using Mult = NoMult;
@@ -119,7 +121,6 @@ struct DecBF16 {
 // patched in as the quiet NaN of their sign where a group has any.
 struct DecFP8 {
   static constexpr int64_t kGroup = 128;
-  static constexpr int64_t kGroupBytes = 128;
   static constexpr bool kNanCheck = true;
   using Row = RowPtr;  // gs: scale * 2^8 per 128-column block
   using Mult = __m256;
@@ -178,7 +179,6 @@ inline __m256i nibble_lanes(const uint8_t* p) {
 
 struct DecNibble {
   static constexpr int64_t kGroup = 32;
-  static constexpr int64_t kGroupBytes = 16;
   static constexpr bool kNanCheck = false;
   using Row = RowPtr;  // gs: fp32 scale per group of 32
   static int64_t stage_size(int64_t cols) { return cols / 32; }

@@ -43,6 +43,7 @@ struct NoMult {};
 struct DecF32 {
   static constexpr int64_t kGroup = 64;
   static constexpr int64_t kGroupBytes = 256;
+  static constexpr bool kPrefetch = true;
   static constexpr bool kNanCheck = false;
   struct Row {
     const uint8_t* p;
@@ -65,6 +66,7 @@ struct DecF32 {
 struct DecBF16 {
   static constexpr int64_t kGroup = 64;
   static constexpr int64_t kGroupBytes = 128;
+  static constexpr bool kPrefetch = true;
   static constexpr bool kNanCheck = false;
   using Row = DecF32::Row;
   using Mult = NoMult;
@@ -123,7 +125,6 @@ constexpr __mmask64 kHighHalves = 0xCCCCCCCCCCCCCCCCull;
 
 struct DecFP8 {
   static constexpr int64_t kGroup = 128;
-  static constexpr int64_t kGroupBytes = 128;
   static constexpr int64_t kChunk = 64;
   static constexpr bool kNanCheck = false;
   struct Row {
@@ -192,7 +193,6 @@ inline __m512 nibble_lookup(const uint8_t* p, __m512 table) {
 
 struct DecNibble {
   static constexpr int64_t kGroup = 32;
-  static constexpr int64_t kGroupBytes = 16;
   static constexpr bool kNanCheck = false;
   // Decode order: the 8 bytes of 16 elements broadcast to every qword (a
   // load, no shuffle), qword lane j shifted right by 4j: its low dword then

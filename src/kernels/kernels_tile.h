@@ -12,7 +12,8 @@
 //
 // A decoder D provides:
 //   kGroup            elements per scale group (the unit of D::mult)
-//   kGroupBytes       bytes of one row's data per group (for prefetching)
+//   kPrefetch, kGroupBytes  optional: prefetch the rows in decode tiles;
+//                     bytes of one row's data per group
 //   kNanCheck         whether some codes decode to NaN (FP8)
 //   Row               one weight row: byte pointer + staged group scales
 //   Mult              per-(row, group) decode state (a scale, a scaled table)
@@ -32,9 +33,10 @@
 #define DF_KERNEL_INLINE inline __attribute__((always_inline))
 #endif
 
-// With one activation row, each of the tile's weight rows is prefetched this
-// far ahead (bench/results/kernels-*.md: a small gain over the hardware
-// prefetchers alone, 512-2048 bytes alike).
+// With one activation row, each weight row of a tile is prefetched this far
+// ahead by decoders that ask (kPrefetch). Measured (bench/results/kernels-*.md):
+// bf16 gained ~15%; int4 lost ~10% and fp8/mxfp4 were unchanged, so those
+// leave it to the hardware prefetchers.
 constexpr int64_t kPrefetchBytes = 1024;
 
 template <class D>
@@ -124,7 +126,7 @@ DF_KERNEL_INLINE void tile_span(const typename D::Row (&rows)[OB], int64_t c_beg
   for (int r = 0; r < R; ++r) xr[r] = x + r * xs;
   for (int64_t c0 = c_begin; c0 < c_end; c0 += D::kGroup) {
     const int64_t g = c0 / D::kGroup, len = std::min<int64_t>(D::kGroup, c_end - c0);
-    if constexpr (R == 1) {  // decode: each weight row is a stream from memory
+    if constexpr (R == 1 && requires { D::kPrefetch; }) {  // decode: row streams
       constexpr int64_t kGB = D::kGroupBytes;
       if (kGB >= 64 || (g % (64 / kGB)) == 0) {
 #pragma GCC unroll 8
