@@ -316,6 +316,8 @@ const Shape kShapes[] = {
     // Wider than one column span of the many-row path (kernels_tile.h).
     {Encoding::BF16, 5, 2100},     {Encoding::FP8_B128, 6, 1300},
     {Encoding::MXFP4_G32, 5, 2112},
+    // More scale groups than the kernels stage on the stack.
+    {Encoding::INT4_G32, 9, 8224},
 };
 
 TEST(Matmul, CloseToFloat64ProductForEveryEncoding) {

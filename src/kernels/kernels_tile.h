@@ -270,8 +270,15 @@ void matmul_rows_with(const WeightView& w, int64_t o_begin, int64_t o_end, const
                       int64_t n_rows, int64_t xs, float* y, int64_t ys) {
   const int64_t stage_per_row = D::stage_size(w.cols);
   constexpr int kOB = V::kOB, kOBDecode = V::kOBDecode;
-  AlignedArray<float> stage;
-  if (stage_per_row > 0) stage = AlignedArray<float>(static_cast<size_t>(kOBDecode * stage_per_row));
+  // Staged scales of a tile's rows: on the stack unless the rows are very
+  // wide (model code calls this per head and per row, so no malloc there).
+  alignas(64) float stage_small[2048];
+  AlignedArray<float> stage_big;
+  float* stage = stage_small;
+  if (kOBDecode * stage_per_row > 2048) {
+    stage_big = AlignedArray<float>(static_cast<size_t>(kOBDecode * stage_per_row));
+    stage = stage_big.data();
+  }
   const bool via_scratch = !std::is_same_v<D, DF32> && n_rows > V::kMaxR;
   const int64_t padded = (w.cols + 15) / 16 * 16;
   AlignedArray<float> scratch;
@@ -289,7 +296,7 @@ void matmul_rows_with(const WeightView& w, int64_t o_begin, int64_t o_end, const
   int64_t o = o_begin;
   auto run = [&]<int OB>(std::integral_constant<int, OB>) {
     typename D::Row rows[OB];
-    for (int b = 0; b < OB; ++b) rows[b] = D::row(w, o + b, stage.data() + b * stage_per_row);
+    for (int b = 0; b < OB; ++b) rows[b] = D::row(w, o + b, stage + b * stage_per_row);
     if (!via_scratch) {
       tile_rows<V, D, OB>(rows, w.cols, x, n_rows, xs, y + o, ys);
       return;
