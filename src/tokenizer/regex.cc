@@ -56,17 +56,49 @@ Regex::Regex(std::string_view pattern, std::string_view what) : pattern_(expand_
 
 Regex::~Regex() { pcre2_code_free(code_of(code_)); }
 
+namespace {
+// Per-thread match context with a JIT stack that can grow to 256 MiB (the
+// default 32 KiB overflows on long runs of letters or spaces, which the
+// look-aheads of the split patterns walk one character at a time).
+struct MatchContext {
+  pcre2_match_context* ctx = nullptr;
+  pcre2_jit_stack* stack = nullptr;
+  MatchContext() {
+    ctx = pcre2_match_context_create(nullptr);
+    stack = pcre2_jit_stack_create(64 * 1024, 256 * 1024 * 1024, nullptr);
+    DF_CHECK(ctx && stack);
+    pcre2_jit_stack_assign(ctx, nullptr, stack);
+    pcre2_set_heap_limit(ctx, 4u * 1024 * 1024);  // KiB: 4 GiB for the interpreter fallback
+  }
+  ~MatchContext() {
+    pcre2_jit_stack_free(stack);
+    pcre2_match_context_free(ctx);
+  }
+};
+pcre2_match_context* match_context() {
+  thread_local MatchContext mc;
+  return mc.ctx;
+}
+}  // namespace
+
 void Regex::for_each_match(std::string_view text,
                            const std::function<void(size_t, size_t)>& fn) const {
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(code_of(code_), nullptr);
   DF_CHECK(md != nullptr);
+  pcre2_match_context* ctx = match_context();
   auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;
   while (pos <= text.size()) {
     // The text was validated once by the caller; skip PCRE2's per-call check.
-    int rc = pcre2_match(code_of(code_), subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr);
+    int rc = pcre2_match(code_of(code_), subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md, ctx);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    DF_CHECK(rc >= 0);
+    if (rc < 0) {
+      pcre2_match_data_free(md);
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(rc, msg, sizeof msg);
+      fail("split pattern failed on a text piece of {} bytes ({}); split the input into smaller parts",
+           text.size(), reinterpret_cast<const char*>(msg));
+    }
     PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     size_t b = ov[0], e = ov[1];
     if (e > b) {

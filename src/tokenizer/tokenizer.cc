@@ -119,6 +119,49 @@ void Tokenizer::encode_segment(std::string_view text, bool first_segment, bool p
   }
 }
 
+namespace {
+// Python's str.isspace() for one code point.
+bool py_isspace(uint32_t c) { return is_white_space(c) || (c >= 0x1C && c <= 0x1F); }
+
+// tokenization_kimi.py's encode(): the text is cut into 400,000-character
+// chunks, and each chunk wherever a run of only-space or only-non-space
+// characters exceeds 25,000; the pieces are encoded one by one.
+std::vector<std::string_view> kimi_chunks(std::string_view s) {
+  constexpr size_t kMaxChars = 400000, kMaxRun = 25000;
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    // One 400k-character chunk [i, end).
+    size_t end = i, chars = 0;
+    while (end < s.size() && chars < kMaxChars) {
+      size_t n;
+      code_point_at(s, end, n);
+      end += n;
+      ++chars;
+    }
+    size_t start = i, run = 0;
+    bool run_space = false;
+    for (size_t k = i; k < end;) {
+      size_t n;
+      bool sp = py_isspace(code_point_at(s, k, n));
+      if (k == i) run_space = sp;
+      if (sp != run_space) {
+        run = 1;
+        run_space = sp;
+      } else if (++run > kMaxRun) {
+        out.push_back(s.substr(start, k - start));
+        start = k;
+        run = 1;
+      }
+      k += n;
+    }
+    out.push_back(s.substr(start, end - start));
+    i = end;
+  }
+  return out;
+}
+}  // namespace
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
   std::string clean;
   if (!utf8_valid(text)) {
@@ -128,9 +171,19 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
   PieceCache cache;
+  if (kind_ == Kind::Tiktoken && text.size() > 25000) {
+    for (std::string_view chunk : kimi_chunks(text)) encode_chunk(chunk, parse_special, out, cache);
+    return out;
+  }
+  encode_chunk(text, parse_special, out, cache);
+  return out;
+}
+
+void Tokenizer::encode_chunk(std::string_view text, bool parse_special, std::vector<int32_t>& out,
+                             PieceCache& cache) const {
   if (!added_.has(false)) {
     encode_segment(text, true, parse_special, out, cache);
-    return out;
+    return;
   }
   bool first = true;
   for (const auto& seg : added_.split(text, false, parse_special)) {
@@ -138,7 +191,6 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
     else encode_segment(text.substr(seg.begin, seg.end - seg.begin), first, parse_special, out, cache);
     first = false;
   }
-  return out;
 }
 
 // ---- decoding ----

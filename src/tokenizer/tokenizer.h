@@ -42,7 +42,9 @@ class Tokenizer {
 
   // Token ids of `text`. Added tokens are matched before anything else; with
   // parse_special false, special ones are encoded as plain text. Ill-formed
-  // UTF-8 is read as U+FFFD (as Python's errors="replace").
+  // UTF-8 is read as U+FFFD (as Python's errors="replace"). tiktoken files
+  // cut long texts as tokenization_kimi.py does (400,000-character chunks,
+  // runs of over 25,000 space or non-space characters).
   std::vector<int32_t> encode(std::string_view text, bool parse_special = true) const;
 
   // The text of `ids` (ill-formed UTF-8 from partial byte tokens becomes
@@ -82,6 +84,7 @@ class Tokenizer {
  private:
   Tokenizer();
   using PieceCache = std::unordered_map<std::string, std::vector<int32_t>>;
+  void encode_chunk(std::string_view text, bool parse_special, std::vector<int32_t>& out, PieceCache& cache) const;
   void encode_segment(std::string_view text, bool first_segment, bool parse_special, std::vector<int32_t>& out,
                       PieceCache& cache) const;
   void encode_piece(const std::string& piece, std::vector<int32_t>& out) const;

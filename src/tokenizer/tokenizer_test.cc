@@ -107,7 +107,9 @@ TEST(Tokenizer, RandomTextRoundTripsAndStreamsLikeDecode) {
     auto ids = t->encode(text);
     std::string dec = t->decode(ids);
     // <mask> strips the white space around it; everything else is lossless.
-    if (text.find("<mask>") == std::string::npos) EXPECT_EQ(dec, text) << trial;
+    if (text.find("<mask>") == std::string::npos) {
+      EXPECT_EQ(dec, text) << trial;
+    }
     Tokenizer::StreamDecoder sd(*t);
     std::string streamed;
     for (int32_t id : ids) streamed += sd.next(id);
@@ -158,9 +160,8 @@ TEST(Tokenizer, MetaspaceByteFallbackLikeLlama) {
   EXPECT_EQ(t->decode(t->encode("\xC3\xA9")), "\xC3\xA9");
 }
 
-TEST(Tokenizer, TiktokenRanksSpecialsAndKimiPattern) {
-  std::string model;
-  auto b64 = [](const std::string& s) {
+std::string b64(const std::string& s) {
+  {  // standard base64 with padding
     static const char* tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     std::string out;
     size_t i = 0;
@@ -176,7 +177,11 @@ TEST(Tokenizer, TiktokenRanksSpecialsAndKimiPattern) {
       out += {tbl[v >> 18], tbl[(v >> 12) & 63], tbl[(v >> 6) & 63], '='};
     }
     return out;
-  };
+  }
+}
+
+TEST(Tokenizer, TiktokenRanksSpecialsAndKimiPattern) {
+  std::string model;
   for (int b = 0; b < 256; ++b) model += b64(std::string(1, static_cast<char>(b))) + " " + std::to_string(b) + "\n";
   const char* extra[] = {"ll", "he", "hell", " w", "or", "ld", " wor"};
   for (int i = 0; i < 7; ++i) model += b64(extra[i]) + " " + std::to_string(256 + i) + "\n";
@@ -188,6 +193,21 @@ TEST(Tokenizer, TiktokenRanksSpecialsAndKimiPattern) {
   EXPECT_EQ(*t->token_id("[EOS]"), 263);
   EXPECT_EQ(t->token_string(264), "<|reserved_token_264|>");  // the reserved range after the base ranks
   EXPECT_THROW(Tokenizer::from_tiktoken("not base64!! x\n", cfg, "bad.tiktoken"), Error);
+}
+
+TEST(Tokenizer, TiktokenCutsLongRunsAsKimiDoes) {
+  std::string model;
+  for (int b = 0; b < 256; ++b) model += b64(std::string(1, static_cast<char>(b))) + " " + std::to_string(b) + "\n";
+  model += b64("aa") + " 256\n";
+  auto t = Tokenizer::from_tiktoken(model, json::object(), "aa.tiktoken");
+  // A run of 30,001 non-space characters is cut after 25,000 of them.
+  std::string text = "b" + std::string(30000, 'a');
+  auto whole = t->encode(text);
+  auto first = t->encode(text.substr(0, 25000)), second = t->encode(text.substr(25000));
+  first.insert(first.end(), second.begin(), second.end());
+  EXPECT_EQ(whole, first);
+  EXPECT_EQ(whole.size(), 15002u);  // uncut, it would be b + 15000 x "aa"
+  EXPECT_EQ(t->decode(whole), text);
 }
 
 TEST(Tokenizer, ErrorsNameTheProblem) {
