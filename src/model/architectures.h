@@ -34,4 +34,16 @@ struct TensorSpec {
 // count from a config alone. Throws Error on a config the builder refuses.
 std::vector<TensorSpec> kimi_k3_tensors(const ModelConfig& config);
 
+// The same for the other architectures (model/tensor_plans.cc): names, dtypes
+// and shapes as their makers publish them, mirroring the builders; routed
+// experts (and, for fp8, every linear but embeddings, lm_head and routers) in
+// the encoding the config's quantization_config names. Throws Error on a
+// config the builder would refuse.
+std::vector<TensorSpec> deepseek_v3_tensors(const ModelConfig& config);
+std::vector<TensorSpec> qwen3_moe_tensors(const ModelConfig& config);
+std::vector<TensorSpec> mixtral_tensors(const ModelConfig& config);
+std::vector<TensorSpec> kimi_linear_tensors(const ModelConfig& config);
+// Dispatches on config.json's model_type (kimi_k3 included).
+std::vector<TensorSpec> published_tensors(const ModelConfig& config);
+
 }  // namespace deltafin
