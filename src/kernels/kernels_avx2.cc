@@ -133,26 +133,32 @@ struct DecFP8 {
     return {w.data + o * w.cols, stage};
   }
   static Mult mult(const Row& r, int64_t g) { return _mm256_set1_ps(r.gs[g]); }
+  // 16 bytes at once: sign-extended to 16 words, shifted and masked into 16
+  // fp16s, converted by halves.
   template <bool kNan>
-  static __m256 half(const uint8_t* p, Mult m) {
-    const __m128i q = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    const __m128i h = _mm_and_si128(_mm_slli_epi16(q, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
-    const __m256 f = _mm256_cvtph_ps(h);
-    const __m256 w = _mm256_mul_ps(f, m);
+  static V::reg decode16(__m128i bytes, Mult m) {
+    const __m256i q = _mm256_cvtepi8_epi16(bytes);
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(q, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
+    const __m256 f0 = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    const __m256 f1 = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+    V::reg w{_mm256_mul_ps(f0, m), _mm256_mul_ps(f1, m)};
     if constexpr (!kNan) return w;
-    // (q & 0x7f) == 0x7f on the sign-extended words
-    const __m128i is_nan = _mm_cmpeq_epi16(_mm_and_si128(q, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7f));
-    const __m256 nan = _mm256_or_ps(_mm256_and_ps(f, _mm256_set1_ps(-0.0f)),
-                                    _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)));
-    return _mm256_blendv_ps(w, nan, _mm256_castsi256_ps(_mm256_cvtepi16_epi32(is_nan)));
+    // (q & 0x7f) == 0x7f on the sign-extended words: the quiet NaN of q's sign
+    const __m256i is_nan = _mm256_cmpeq_epi16(_mm256_and_si256(q, _mm256_set1_epi16(0x7f)), _mm256_set1_epi16(0x7f));
+    const __m256 qnan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+    const __m256 n0 = _mm256_or_ps(_mm256_and_ps(f0, _mm256_set1_ps(-0.0f)), qnan);
+    const __m256 n1 = _mm256_or_ps(_mm256_and_ps(f1, _mm256_set1_ps(-0.0f)), qnan);
+    w.lo = _mm256_blendv_ps(w.lo, n0, _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(is_nan))));
+    w.hi = _mm256_blendv_ps(w.hi, n1, _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(is_nan, 1))));
+    return w;
   }
   template <bool kNan>
   static V::reg vec(const Row& r, Mult m, int64_t c) {
-    return {half<kNan>(r.p + c, m), half<kNan>(r.p + c + 8, m)};
+    return decode16<kNan>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.p + c)), m);
   }
   static V::reg vec_tail(const Row& r, Mult m, int64_t c, int t) {
     TailBytes tb(r.p + c, t);
-    return {half<true>(tb.b, m), half<true>(tb.b + 8, m)};
+    return decode16<true>(_mm_load_si128(reinterpret_cast<const __m128i*>(tb.b)), m);
   }
   static bool has_nan(const Row& r, int64_t c, int64_t len) {
     int any = 0;
