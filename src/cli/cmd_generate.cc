@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "cli/chat_io.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "engine/sampler.h"
@@ -34,7 +35,8 @@ void register_generate(CLI::App& app) {
     std::optional<int> top_k;
     double presence_penalty = 0, frequency_penalty = 0;
     uint64_t seed = 0;
-    bool ignore_eos = false, json = false;
+    bool ignore_eos = false, json = false, chat = false;
+    std::string system;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("generate", "continue a prompt");
@@ -54,6 +56,8 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "sampling seed");
   cmd->add_option("--prefill-chunk", a->chunk, "rows per prefill block")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_flag("--ignore-eos", a->ignore_eos, "keep going past end-of-sequence tokens");
+  cmd->add_flag("--chat", a->chat, "send --prompt as a user message through the model's chat template");
+  cmd->add_option("--system", a->system, "with --chat: a system message first");
   cmd->add_flag("--json", a->json, "print one JSON object: tokens, text, stats");
   cmd->callback([a] {
     if (a->prompt.empty() && a->prompt_tokens.empty()) fail("give --prompt TEXT or --prompt-tokens 1,2,3");
@@ -62,9 +66,17 @@ void register_generate(CLI::App& app) {
     std::unique_ptr<tokenizer::Tokenizer> tok;
     if (has_tokenizer(dir)) tok = tokenizer::Tokenizer::load(dir);
     std::vector<int32_t> prompt;
+    if (a->chat && a->prompt.empty()) fail("--chat needs --prompt TEXT");
     if (!a->prompt.empty()) {
       if (!tok) fail("{} has no tokenizer.json or tiktoken.model; use --prompt-tokens", dir.string());
-      prompt = tok->encode(a->prompt);
+      if (a->chat) {
+        nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+        if (!a->system.empty()) msgs.push_back({{"role", "system"}, {"content", a->system}});
+        msgs.push_back({{"role", "user"}, {"content", a->prompt}});
+        prompt = tok->encode(require_chat_template(dir).render(msgs, /*add_generation_prompt=*/true));
+      } else {
+        prompt = tok->encode(a->prompt);
+      }
     } else {
       prompt = parse_token_list(a->prompt_tokens, "--prompt-tokens");
     }
@@ -86,7 +98,8 @@ void register_generate(CLI::App& app) {
     sp.validate(static_cast<int32_t>(V));
     engine::Sampler sampler(sp, static_cast<int32_t>(V));
     sampler.accept(prompt);
-    const std::vector<int32_t> eos = a->ignore_eos ? std::vector<int32_t>{} : engine::eos_token_ids(dir);
+    std::vector<int32_t> eos;
+    if (!a->ignore_eos) eos = a->chat ? end_of_turn_ids(dir, *tok) : engine::eos_token_ids(dir);
     engine::StopStrings stops(a->stop);
     Session s(rt->model(), a->chunk);
     std::vector<float> logits;

@@ -10,6 +10,7 @@ void register_score(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_inspect(CLI::App& app);
 void register_pack(CLI::App& app);
+void register_chat(CLI::App& app);
 void register_verify(CLI::App& app);
 void register_synth(CLI::App& app);
 void register_tokenize(CLI::App& app);

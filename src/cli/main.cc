@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   deltafin::cli::register_generate(app);
   deltafin::cli::register_inspect(app);
   deltafin::cli::register_pack(app);
+  deltafin::cli::register_chat(app);
   deltafin::cli::register_verify(app);
   deltafin::cli::register_synth(app);
   deltafin::cli::register_tokenize(app);
