@@ -43,49 +43,22 @@ std::unique_ptr<DecoderModel> build_deepseek_v3(const Checkpoint& ck, const Mode
     DecoderLayer D;
     D.in_norm = norm(ck, p + "input_layernorm.weight", H, eps);
     D.post_norm = norm(ck, p + "post_attention_layernorm.weight", H, eps);
-    auto a = std::make_unique<MlaAttention>();
-    a->n_heads = nh;
-    a->nope = nope;
-    a->rope_dim = rope_dim;
-    a->v_dim = vdim;
-    a->kv_lora = kv_lora;
-    if (q_lora > 0) {
-      a->q_a = linear(ck, p + "self_attn.q_a_proj", q_lora, H);
-      a->q_a_norm = norm(ck, p + "self_attn.q_a_layernorm.weight", q_lora, 1e-6);
-      a->q_b = linear(ck, p + "self_attn.q_b_proj", nh * (nope + rope_dim), q_lora);
-    } else {
-      a->q_proj = linear(ck, p + "self_attn.q_proj", nh * (nope + rope_dim), H);
-    }
-    a->kv_a = linear(ck, p + "self_attn.kv_a_proj_with_mqa", kv_lora + rope_dim, H);
-    a->kv_a_norm = norm(ck, p + "self_attn.kv_a_layernorm.weight", kv_lora, 1e-6);
-    a->kv_b = ck.linear(p + "self_attn.kv_b_proj", nh * (nope + vdim), kv_lora);
-    a->o = linear(ck, p + "self_attn.o_proj", H, nh * vdim);
+    auto a = mla_attention(ck, p + "self_attn.", {nh, q_lora, kv_lora, nope, rope_dim, vdim}, H, mscale2);
     a->rope = rope;
-    a->scale = static_cast<float>(std::pow(static_cast<double>(nope + rope_dim), -0.5) * mscale2);
     D.attn = std::move(a);
     const bool is_moe = E > 0 && l >= first_dense && l % freq == 0;
     if (is_moe) {
       auto f = std::make_unique<MoeFfn>();
       f->layer = static_cast<int>(l);
       f->expert_inter = moe_inter;
-      Router& r = f->router;
-      r.kind = Router::Kind::SigmoidNoAux;
-      r.weight = linear(ck, p + "mlp.gate", E, H);
-      if (ck.find(p + "mlp.gate.e_score_correction_bias"))
-        r.bias = ck.floats(p + "mlp.gate.e_score_correction_bias", E);
-      r.n_experts = E;
-      r.top_k = K;
-      r.n_group = c.i64({"n_group"}, 1);
-      r.topk_group = c.i64({"topk_group"}, 1);
-      if (r.n_group < 1 || E % r.n_group != 0) fail("{}: n_experts {} not divisible by n_group {}", c.label(), E, r.n_group);
-      check_range(c, "topk_group", r.topk_group, 1, r.n_group);
-      r.norm_topk = c.boolean({"norm_topk_prob"}, true);
-      r.scaling = static_cast<float>(c.f64({"routed_scaling_factor"}, 1.0));
+      f->router = router(ck, p + "mlp.gate",
+                         {Router::Kind::SigmoidNoAux, E, K, c.i64({"n_group"}, 1), c.i64({"topk_group"}, 1),
+                          c.boolean({"norm_topk_prob"}, true),
+                          static_cast<float>(c.f64({"routed_scaling_factor"}, 1.0))},
+                         H);
       if (n_shared > 0) f->shared = dense_mlp(ck, p + "mlp.shared_experts", H, moe_inter * n_shared);
-      auto& tab = m->resident->table[l];
-      for (int64_t e = 0; e < E; ++e)
-        tab.push_back(expert(ck, p + "mlp.experts." + std::to_string(e), H, moe_inter, "gate_proj", "up_proj",
-                             "down_proj"));
+      append_experts(ck, p + "mlp.experts.", E, H, moe_inter, "gate_proj", "up_proj", "down_proj",
+                     m->resident->table[l]);
       D.moe = std::move(f);
       ++m->info.moe_layers;
     } else {
@@ -93,11 +66,7 @@ std::unique_ptr<DecoderModel> build_deepseek_v3(const Checkpoint& ck, const Mode
     }
     m->layers.push_back(std::move(D));
   }
-  m->info.experts_per_layer = E;
-  m->info.experts_per_token = K;
-  m->count_bytes(ck, ".experts.");
-  m->pool = opts.pool;
-  m->experts = opts.experts ? opts.experts : m->resident.get();
+  finish(*m, ck, opts, E, K);
   return m;
 }
 

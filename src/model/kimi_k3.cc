@@ -155,59 +155,13 @@ std::unique_ptr<DecoderModel> build_kimi_k3(const Checkpoint& ck, const ModelOpt
       D.mlp_res = attn_res_weights(ck, p + "mlp_res", H, eps);
     }
     if (!kda[l]) {
-      auto at = std::make_unique<MlaAttention>();
-      at->n_heads = nh;
-      at->nope = nope;
-      at->rope_dim = rope_dim;
-      at->v_dim = vdim;
-      at->kv_lora = kv_lora;
-      // q_a / kv_a layernorms: KimiRMSNorm's default eps 1e-6, not rms_norm_eps.
-      if (q_lora > 0) {
-        at->q_a = linear(ck, a + "q_a_proj", q_lora, H);
-        at->q_a_norm = norm(ck, a + "q_a_layernorm.weight", q_lora, 1e-6);
-        at->q_b = linear(ck, a + "q_b_proj", nh * (nope + rope_dim), q_lora);
-      } else {
-        at->q_proj = linear(ck, a + "q_proj", nh * (nope + rope_dim), H);
-      }
-      at->kv_a = linear(ck, a + "kv_a_proj_with_mqa", kv_lora + rope_dim, H);
-      at->kv_a_norm = norm(ck, a + "kv_a_layernorm.weight", kv_lora, 1e-6);
-      at->kv_b = ck.linear(a + "kv_b_proj", nh * (nope + vdim), kv_lora);
-      at->o = linear(ck, a + "o_proj", H, nh * vdim);
+      auto at = mla_attention(ck, a, {nh, q_lora, kv_lora, nope, rope_dim, vdim}, H);
       if (mla_gate) at->out_gate = linear(ck, a + "g_proj", nh * vdim, H);
-      at->scale = static_cast<float>(std::pow(static_cast<double>(nope + rope_dim), -0.5));
       D.attn = std::move(at);  // no rope anywhere (mla_use_nope)
     } else {
-      const int64_t Dm = kda_heads * kda_dim;
-      auto kd = std::make_unique<KdaAttention>();
-      kd->n_heads = kda_heads;
-      kd->head_dim = kda_dim;
-      kd->conv_k = conv_k;
-      kd->q = linear(ck, a + "q_proj", Dm, H);
-      kd->k = linear(ck, a + "k_proj", Dm, H);
-      kd->v = linear(ck, a + "v_proj", Dm, H);
-      kd->q_conv = ck.floats(a + "q_conv1d.weight", Dm * conv_k);
-      kd->k_conv = ck.floats(a + "k_conv1d.weight", Dm * conv_k);
-      kd->v_conv = ck.floats(a + "v_conv1d.weight", Dm * conv_k);
-      kd->f_a = linear(ck, a + "f_a_proj", kda_dim, H);
-      kd->f_b = linear(ck, a + "f_b_proj", Dm, kda_dim);
-      // A_log is published as [head_dim] (K3: 128 values for 96 heads); the
-      // kernels read one value per head, A_log[h], so only the first heads count.
-      const int64_t n_alog = ck.require(a + "A_log").numel();
-      if (n_alog < kda_heads)
-        fail("{}: tensor {}A_log has {} values, fewer than the {} KDA heads", ck.dir().string(), a, n_alog, kda_heads);
-      kd->a_log = ck.floats(a + "A_log", n_alog);
-      kd->a_log.resize(kda_heads);
-      kd->dt_bias = ck.floats(a + "dt_bias", Dm);
-      if (la.has({"gate_lower_bound"})) kd->gate_lower_bound = static_cast<float>(la.f64({"gate_lower_bound"}));
-      kd->b = linear(ck, a + "b_proj", kda_heads, H);
-      if (full_rank_gate) {
-        kd->g_full = linear(ck, a + "g_proj", Dm, H);
-      } else {
-        kd->g_a = linear(ck, a + "g_a_proj", kda_dim, H);
-        kd->g_b = linear(ck, a + "g_b_proj", Dm, kda_dim);
-      }
-      kd->o_norm = norm(ck, a + "o_norm.weight", kda_dim, eps);
-      kd->o = linear(ck, a + "o_proj", H, Dm);
+      std::optional<float> lower;
+      if (la.has({"gate_lower_bound"})) lower = static_cast<float>(la.f64({"gate_lower_bound"}));
+      auto kd = kda_attention(ck, a, {kda_heads, kda_dim, conv_k, full_rank_gate, lower}, H, eps);
       D.attn = std::move(kd);
     }
     if (k3.is_moe(l)) {
@@ -219,26 +173,18 @@ std::unique_ptr<DecoderModel> build_kimi_k3(const Checkpoint& ck, const ModelOpt
       f->act = act;
       f->act_beta = beta;
       f->act_linear_beta = linear_beta;
-      Router& r = f->router;
-      r.kind = Router::Kind::SigmoidNoAux;
-      r.weight = linear(ck, mp + "gate", E, H);
-      if (ck.find(mp + "gate.e_score_correction_bias")) r.bias = ck.floats(mp + "gate.e_score_correction_bias", E);
-      r.n_experts = E;
-      r.top_k = K;
-      r.n_group = c.i64({"num_expert_group"}, 1);
-      r.topk_group = c.i64({"topk_group"}, 1);
-      if (r.n_group < 1 || E % r.n_group != 0) fail("{}: num_experts {} not divisible by the group count {}", c.label(), E, r.n_group);
-      check_range(c, "topk_group", r.topk_group, 1, r.n_group);
-      r.norm_topk = c.boolean({"moe_renormalize"}, true) && K > 1;
-      r.scaling = static_cast<float>(c.f64({"routed_scaling_factor"}, 1.0));
+      f->router = router(ck, mp + "gate",
+                         {Router::Kind::SigmoidNoAux, E, K, c.i64({"num_expert_group"}, 1), c.i64({"topk_group"}, 1),
+                          c.boolean({"moe_renormalize"}, true) && K > 1,
+                          static_cast<float>(c.f64({"routed_scaling_factor"}, 1.0))},
+                         H);
       if (latent > 0) {
         f->latent_down = linear(ck, mp + "routed_expert_down_proj", latent, H);
         f->latent_up = linear(ck, mp + "routed_expert_up_proj", H, latent);
         if (latent_norm) f->latent_norm = norm(ck, mp + "routed_expert_norm.weight", latent, eps);
       }
       if (n_shared > 0) f->shared = with_act(dense_mlp(ck, mp + "shared_experts", H, moe_inter * n_shared));
-      for (int64_t e = 0; e < E; ++e)
-        m->resident->table[l].push_back(expert(ck, mp + "experts." + std::to_string(e), He, moe_inter, "w1", "w3", "w2"));
+      append_experts(ck, mp + "experts.", E, He, moe_inter, "w1", "w3", "w2", m->resident->table[l]);
       D.moe = std::move(f);
       ++m->info.moe_layers;
     } else {
@@ -246,17 +192,13 @@ std::unique_ptr<DecoderModel> build_kimi_k3(const Checkpoint& ck, const ModelOpt
     }
     m->layers.push_back(std::move(D));
   }
-  m->info.experts_per_layer = E;
-  m->info.experts_per_token = K;
-  m->count_bytes(ck, ".experts.");
+  finish(*m, ck, opts, E, K);
   // The vision tower and projector are not part of the text model.
   for (const auto& [name, t] : ck.all_tensors())
     if (!name.starts_with(P)) {
       m->info.spine_bytes -= t->bytes;
       m->info.spine_params -= static_cast<uint64_t>(t->numel());
     }
-  m->pool = opts.pool;
-  m->experts = opts.experts ? opts.experts : m->resident.get();
   return m;
 }
 

@@ -39,11 +39,6 @@ std::vector<std::string> layer_types(const ModelConfig& c, int64_t L) {
   return t;
 }
 
-// A conv1d weight [channels, 1, k] (or [channels, k]) as fp32.
-std::vector<float> conv_weight(const Checkpoint& ck, const std::string& name, int64_t ch, int64_t k) {
-  return ck.floats(name, ch * k);
-}
-
 }  // namespace
 
 std::unique_ptr<DecoderModel> build_kimi_linear(const Checkpoint& ck, const ModelOptions& opts) {
@@ -91,46 +86,10 @@ std::unique_ptr<DecoderModel> build_kimi_linear(const Checkpoint& ck, const Mode
     D.in_norm = norm(ck, p + "input_layernorm.weight", H, eps);
     D.post_norm = norm(ck, p + "post_attention_layernorm.weight", H, eps);
     if (types[l] == "full_attention") {
-      auto at = std::make_unique<MlaAttention>();
-      at->n_heads = nh;
-      at->nope = nope;
-      at->rope_dim = rope_dim;
-      at->v_dim = vdim;
-      at->kv_lora = kv_lora;
-      if (q_lora > 0) {
-        at->q_a = linear(ck, a + "q_a_proj", q_lora, H);
-        at->q_a_norm = norm(ck, a + "q_a_layernorm.weight", q_lora, 1e-6);
-        at->q_b = linear(ck, a + "q_b_proj", nh * (nope + rope_dim), q_lora);
-      } else {
-        at->q_proj = linear(ck, a + "q_proj", nh * (nope + rope_dim), H);
-      }
-      at->kv_a = linear(ck, a + "kv_a_proj_with_mqa", kv_lora + rope_dim, H);
-      at->kv_a_norm = norm(ck, a + "kv_a_layernorm.weight", kv_lora, 1e-6);
-      at->kv_b = ck.linear(a + "kv_b_proj", nh * (nope + vdim), kv_lora);
-      at->o = linear(ck, a + "o_proj", H, nh * vdim);
-      at->scale = static_cast<float>(std::pow(static_cast<double>(nope + rope_dim), -0.5));
+      auto at = mla_attention(ck, a, {nh, q_lora, kv_lora, nope, rope_dim, vdim}, H);
       D.attn = std::move(at);  // no rope: Kimi's MLA is NoPE
     } else if (types[l] == "linear_attention") {
-      const int64_t Dm = kda_heads * kda_dim;
-      auto kd = std::make_unique<KdaAttention>();
-      kd->n_heads = kda_heads;
-      kd->head_dim = kda_dim;
-      kd->conv_k = conv_k;
-      kd->q = linear(ck, a + "q_proj", Dm, H);
-      kd->k = linear(ck, a + "k_proj", Dm, H);
-      kd->v = linear(ck, a + "v_proj", Dm, H);
-      kd->q_conv = conv_weight(ck, a + "q_conv1d.weight", Dm, conv_k);
-      kd->k_conv = conv_weight(ck, a + "k_conv1d.weight", Dm, conv_k);
-      kd->v_conv = conv_weight(ck, a + "v_conv1d.weight", Dm, conv_k);
-      kd->f_a = linear(ck, a + "f_a_proj", kda_dim, H);
-      kd->f_b = linear(ck, a + "f_b_proj", Dm, kda_dim);
-      kd->a_log = ck.floats(a + "A_log", kda_heads);
-      kd->dt_bias = ck.floats(a + "dt_bias", Dm);
-      kd->b = linear(ck, a + "b_proj", kda_heads, H);
-      kd->g_a = linear(ck, a + "g_a_proj", kda_dim, H);
-      kd->g_b = linear(ck, a + "g_b_proj", Dm, kda_dim);
-      kd->o_norm = norm(ck, a + "o_norm.weight", kda_dim, eps);
-      kd->o = linear(ck, a + "o_proj", H, Dm);
+      auto kd = kda_attention(ck, a, {kda_heads, kda_dim, conv_k, /*full_rank_gate=*/false, std::nullopt}, H, eps);
       D.attn = std::move(kd);
     } else {
       fail("{}: layer {} has unknown type '{}'", c.label(), l, types[l]);
@@ -140,21 +99,13 @@ std::unique_ptr<DecoderModel> build_kimi_linear(const Checkpoint& ck, const Mode
       auto f = std::make_unique<MoeFfn>();
       f->layer = static_cast<int>(l);
       f->expert_inter = moe_inter;
-      Router& r = f->router;
-      r.kind = Router::Kind::SigmoidNoAux;
-      r.weight = linear(ck, mp + "gate", E, H);
-      if (ck.find(mp + "gate.e_score_correction_bias")) r.bias = ck.floats(mp + "gate.e_score_correction_bias", E);
-      r.n_experts = E;
-      r.top_k = K;
-      r.n_group = c.i64({"num_expert_group", "n_group"}, 1);
-      r.topk_group = c.i64({"topk_group"}, 1);
-      if (r.n_group < 1 || E % r.n_group != 0) fail("{}: num_experts {} not divisible by the group count {}", c.label(), E, r.n_group);
-      check_range(c, "topk_group", r.topk_group, 1, r.n_group);
-      r.norm_topk = c.boolean({"moe_renormalize", "norm_topk_prob"}, true);
-      r.scaling = static_cast<float>(c.f64({"routed_scaling_factor"}, 1.0));
+      f->router = router(ck, mp + "gate",
+                         {Router::Kind::SigmoidNoAux, E, K, c.i64({"num_expert_group", "n_group"}, 1),
+                          c.i64({"topk_group"}, 1), c.boolean({"moe_renormalize", "norm_topk_prob"}, true),
+                          static_cast<float>(c.f64({"routed_scaling_factor"}, 1.0))},
+                         H);
       if (n_shared > 0) f->shared = dense_mlp(ck, mp + "shared_experts", H, moe_inter * n_shared);
-      for (int64_t e = 0; e < E; ++e)
-        m->resident->table[l].push_back(expert(ck, mp + "experts." + std::to_string(e), H, moe_inter, "w1", "w3", "w2"));
+      append_experts(ck, mp + "experts.", E, H, moe_inter, "w1", "w3", "w2", m->resident->table[l]);
       D.moe = std::move(f);
       ++m->info.moe_layers;
     } else {
@@ -162,11 +113,7 @@ std::unique_ptr<DecoderModel> build_kimi_linear(const Checkpoint& ck, const Mode
     }
     m->layers.push_back(std::move(D));
   }
-  m->info.experts_per_layer = E;
-  m->info.experts_per_token = K;
-  m->count_bytes(ck, ".experts.");
-  m->pool = opts.pool;
-  m->experts = opts.experts ? opts.experts : m->resident.get();
+  finish(*m, ck, opts, E, K);
   return m;
 }
 

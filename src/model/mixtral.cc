@@ -32,23 +32,13 @@ std::unique_ptr<DecoderModel> build_mixtral(const Checkpoint& ck, const ModelOpt
     auto f = std::make_unique<MoeFfn>();
     f->layer = static_cast<int>(l);
     f->expert_inter = inter;
-    f->router.kind = Router::Kind::Softmax;
-    f->router.weight = linear(ck, p + "block_sparse_moe.gate", E, H);
-    f->router.n_experts = E;
-    f->router.top_k = K;
-    f->router.norm_topk = true;
-    for (int64_t e = 0; e < E; ++e)
-      m->resident->table[l].push_back(
-          expert(ck, p + "block_sparse_moe.experts." + std::to_string(e), H, inter, "w1", "w3", "w2"));
+    f->router = router(ck, p + "block_sparse_moe.gate", {Router::Kind::Softmax, E, K, 1, 1, true}, H);
+    append_experts(ck, p + "block_sparse_moe.experts.", E, H, inter, "w1", "w3", "w2", m->resident->table[l]);
     D.moe = std::move(f);
     ++m->info.moe_layers;
     m->layers.push_back(std::move(D));
   }
-  m->info.experts_per_layer = E;
-  m->info.experts_per_token = K;
-  m->count_bytes(ck, ".experts.");
-  m->pool = opts.pool;
-  m->experts = opts.experts ? opts.experts : m->resident.get();
+  finish(*m, ck, opts, E, K);
   return m;
 }
 

@@ -42,14 +42,9 @@ std::unique_ptr<DecoderModel> build_qwen3_moe(const Checkpoint& ck, const ModelO
       auto f = std::make_unique<MoeFfn>();
       f->layer = static_cast<int>(l);
       f->expert_inter = moe_inter;
-      f->router.kind = Router::Kind::Softmax;
-      f->router.weight = linear(ck, p + "mlp.gate", E, H);
-      f->router.n_experts = E;
-      f->router.top_k = K;
-      f->router.norm_topk = c.boolean({"norm_topk_prob"}, false);
-      for (int64_t e = 0; e < E; ++e)
-        m->resident->table[l].push_back(
-            expert(ck, p + "mlp.experts." + std::to_string(e), H, moe_inter, "gate_proj", "up_proj", "down_proj"));
+      f->router = router(ck, p + "mlp.gate", {Router::Kind::Softmax, E, K, 1, 1, c.boolean({"norm_topk_prob"}, false)}, H);
+      append_experts(ck, p + "mlp.experts.", E, H, moe_inter, "gate_proj", "up_proj", "down_proj",
+                     m->resident->table[l]);
       D.moe = std::move(f);
       ++m->info.moe_layers;
     } else {
@@ -57,11 +52,7 @@ std::unique_ptr<DecoderModel> build_qwen3_moe(const Checkpoint& ck, const ModelO
     }
     m->layers.push_back(std::move(D));
   }
-  m->info.experts_per_layer = E;
-  m->info.experts_per_token = K;
-  m->count_bytes(ck, ".experts.");
-  m->pool = opts.pool;
-  m->experts = opts.experts ? opts.experts : m->resident.get();
+  finish(*m, ck, opts, E, K);
   return m;
 }
 
