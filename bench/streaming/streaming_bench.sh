@@ -13,6 +13,9 @@
 #   BUDGET     --ram-budget [1500M]        TOKENS   decode tokens [24]
 #   PROMPT     prefill prompt length [512] QD       --queue-depth [16]
 #   THREADS    compute threads [2]         CEIL_QD  queue depths of the ceiling [1,4,16]
+#   TTFT_RUNS  state:pilot pairs of the prompt runs ["cold:on warm:on cold:off"]
+# A resident run of the same checkpoint (every weight in RAM, page cache warm
+# from writing it) gives the compute-only decode speed for comparison.
 # "cold": sync + drop_caches before the run (this machine's page cache only;
 # the host may still cache the blocks: shared/MEASURING.md). "warm": the
 # same command again right after. Runs use --no-heat-update, so no expert is
@@ -30,6 +33,7 @@ PROMPT=${PROMPT:-512}
 QD=${QD:-16}
 THREADS=${THREADS:-2}
 CEIL_QD=${CEIL_QD:-1,4,16}
+TTFT_RUNS=${TTFT_RUNS:-"cold:on warm:on cold:off"}
 
 [ -x "$bin" ] || { echo "no deltafin binary at $bin: build the deltafin target" >&2; exit 1; }
 [ -x "$drive_bench" ] || { echo "no bench_drive at $drive_bench: build the bench_drive target" >&2; exit 1; }
@@ -76,14 +80,19 @@ run() {  # $1 name, $2 pilot, $3 cold|warm, $4 prompt tokens, $5 max tokens
   say "$1: $(jq -c '{decode_tok_s, ttft_s, bytes: .streaming.bytes_read, io_wait_s: .streaming.io_wait_s}' "$work/$1.json")"
 }
 
+# Compute only: the checkpoint itself, all in RAM (just written: page cache warm).
+"$bin" generate --model "$work/model" --threads "$THREADS" --prompt-tokens 0 --max-tokens "$TOKENS" --ignore-eos \
+  --stats-json "$work/resident.json" > /dev/null 2>>"$log"
+say "resident: $(jq -c '{decode_tok_s, peak_rss_bytes}' "$work/resident.json")"
 ceiling "$work/ceiling_before.json"
 for pilot in on off; do
   run "prefill_only_pilot_$pilot" "$pilot" cold 1 1
   run "decode_cold_pilot_$pilot" "$pilot" cold 1 "$TOKENS"
   run "decode_warm_pilot_$pilot" "$pilot" warm 1 "$TOKENS"
 done
-run "ttft_cold" on cold "$PROMPT" 1
-run "ttft_warm" on warm "$PROMPT" 1
+for sp in $TTFT_RUNS; do
+  run "ttft_${sp%%:*}_pilot_${sp##*:}" "${sp##*:}" "${sp%%:*}" "$PROMPT" 1
+done
 ceiling "$work/ceiling_after.json"
 
 # ---- report
@@ -130,11 +139,13 @@ at_qd=$(jq -s --argjson qd "$QD" '[.[0].points[], .[1].points[]] | map(select(.q
     done
   done
   echo
-  echo "| prefill | prompt tokens | TTFT s | prefill tok/s | bytes read | records read | read GB/s over TTFT | io_wait s |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
-  for state in cold warm; do
-    jq -r --arg s "$state" '"| \($s) | \(.prefill_tokens) | \(.ttft_s * 1000 | round / 1000) | \(.prefill_tok_s * 10 | round / 10) | \(.streaming.bytes_read) | \(.streaming.records_read) | \(.streaming.bytes_read / .ttft_s / 1e9 * 100 | round / 100) | \(.streaming.io_wait_s * 100 | round / 100) |"' \
-      "$work/ttft_$state.json"
+  echo "Compute only (the checkpoint resident, every weight in RAM): decode $(jq '.decode_tok_s * 100 | round / 100' "$work/resident.json") tok/s over $TOKENS tokens."
+  echo
+  echo "| prefill | pilot | prompt tokens | TTFT s | prefill tok/s | bytes read | records read | read GB/s over TTFT | io_wait s |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+  for sp in $TTFT_RUNS; do
+    jq -r '"| \(.state) | \(.pilot) | \(.prefill_tokens) | \(.ttft_s * 1000 | round / 1000) | \(.prefill_tok_s * 10 | round / 10) | \(.streaming.bytes_read) | \(.streaming.records_read) | \(.streaming.bytes_read / .ttft_s / 1e9 * 100 | round / 100) | \(.streaming.io_wait_s * 100 | round / 100) |"' \
+      "$work/ttft_${sp%%:*}_pilot_${sp##*:}.json"
   done
   echo
   echo "<details><summary>Raw stats JSON and log</summary>"

@@ -55,6 +55,9 @@ std::vector<std::string> synth_architectures();
 // quantization_config and `o.set` applied. Throws Error on a bad option.
 nlohmann::json synth_config(const SynthOptions& o, int64_t layers);
 
+// The routed experts' encoding: o.encoding, or the architecture's published one.
+std::string synth_encoding(const SynthOptions& o);
+
 // The layer count synth will use: o.layers, the default, or for size_gb the
 // most layers whose tensors fit in size_gb (Error when not even the fewest do).
 int64_t synth_layers(const SynthOptions& o);
