@@ -75,7 +75,7 @@ void register_generate(CLI::App& app) {
         msgs.push_back({{"role", "user"}, {"content", a->prompt}});
         prompt = tok->encode(require_chat_template(dir).render(msgs, /*add_generation_prompt=*/true));
       } else {
-        prompt = tok->encode(a->prompt);
+        prompt = tok->encode_with_specials(a->prompt);  // as transformers' tokenizer(text)
       }
     } else {
       prompt = parse_token_list(a->prompt_tokens, "--prompt-tokens");

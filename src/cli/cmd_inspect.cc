@@ -5,6 +5,9 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "model/architectures.h"
+#include "format/checkpoint.h"
+#include <filesystem>
 #include "util/parse.h"
 
 namespace deltafin::cli {
@@ -19,8 +22,25 @@ void register_inspect(CLI::App& app) {
   add_model_options(cmd, a->m);
   cmd->add_flag("--json", a->json, "print one JSON object");
   cmd->callback([a] {
-    auto rt = load(a->m);
-    const ModelSummary& s = rt->model().summary();
+    // A config.json without its weights (e.g. a real Kimi K3 config and
+    // index): the summary comes from the architecture's published tensor list.
+    namespace fs = std::filesystem;
+    const fs::path dir = a->m.model;
+    bool weights = fs::exists(dir / "model.safetensors") || fs::exists(dir / "manifest.json");
+    if (!weights && fs::exists(dir / "model.safetensors.index.json")) {
+      weights = true;
+      for (const auto& [name, file] : read_json_file(dir / "model.safetensors.index.json").value("weight_map", nlohmann::json::object()).items())
+        if (file.is_string() && !fs::exists(dir / file.get<std::string>())) weights = false;
+    }
+    std::unique_ptr<Runtime> rt;
+    ModelSummary plan;
+    if (weights || !fs::exists(dir / "config.json")) {
+      rt = load(a->m);
+    } else {
+      plan = summarize_plan(ModelConfig(read_json_file(dir / "config.json"), (dir / "config.json").string()));
+      if (!a->json) fmt::print("(weights not present: counted from config.json and the published tensor list)\n");
+    }
+    const ModelSummary& s = rt ? rt->model().summary() : plan;
     const double touched = static_cast<double>(s.moe_layers * s.experts_per_token) * s.bytes_per_expert;
     if (a->json) {
       nlohmann::json j = {{"arch", s.arch},

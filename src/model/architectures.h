@@ -34,6 +34,9 @@ struct TensorSpec {
 // count from a config alone. Throws Error on a config the builder refuses.
 std::vector<TensorSpec> kimi_k3_tensors(const ModelConfig& config);
 
+// A ModelSummary from the tensor plan alone (no weights needed).
+ModelSummary summarize_plan(const ModelConfig& config);
+
 // The same for the other architectures (model/tensor_plans.cc): names, dtypes
 // and shapes as their makers publish them, mirroring the builders; routed
 // experts (and, for fp8, every linear but embeddings, lm_head and routers) in

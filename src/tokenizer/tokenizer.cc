@@ -162,6 +162,14 @@ std::vector<std::string_view> kimi_chunks(std::string_view s) {
 }
 }  // namespace
 
+std::vector<int32_t> Tokenizer::encode_with_specials(std::string_view text) const {
+  std::vector<int32_t> out = post_prefix_;
+  const std::vector<int32_t> body = encode(text);
+  out.insert(out.end(), body.begin(), body.end());
+  out.insert(out.end(), post_suffix_.begin(), post_suffix_.end());
+  return out;
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
   std::string clean;
   if (!utf8_valid(text)) {

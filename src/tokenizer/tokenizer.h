@@ -51,6 +51,12 @@ class Tokenizer {
   // U+FFFD). Throws Error on an id outside [0, vocab_size()) without a token.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
 
+  // encode() plus the special tokens tokenizer.json's post_processor adds
+  // around a single sequence (TemplateProcessing, RobertaProcessing,
+  // BertProcessing, Sequence of them), as transformers' tokenizer(text) does
+  // by default (add_special_tokens=True): e.g. a BOS first.
+  std::vector<int32_t> encode_with_specials(std::string_view text) const;
+
   // Streaming detokenizer: feed ids one at a time, get text that never ends
   // inside a UTF-8 character; concatenating every next() and finish() gives
   // decode(all ids).
@@ -100,6 +106,7 @@ class Tokenizer {
   std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_;
   std::unique_ptr<Decoder> decoder_;
+  std::vector<int32_t> post_prefix_, post_suffix_;  // post_processor's specials around a sequence
   std::vector<std::string> piece_bytes_;  // token_bytes(id, 1) cached
   int32_t vocab_size_ = 0;
   // HF BPE model options.

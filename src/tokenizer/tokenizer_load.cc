@@ -92,6 +92,35 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& dir) {
        dir.string());
 }
 
+// The special-token ids a post_processor puts before and after a single
+// sequence. Processors that add no ids (ByteLevel) are accepted; unknown ones
+// are an error naming the type.
+static void parse_post_processor(const json& p, std::string_view what, std::vector<int32_t>& prefix,
+                                 std::vector<int32_t>& suffix) {
+  if (p.is_null()) return;
+  const std::string type = p.value("type", "");
+  if (type == "Sequence") {
+    for (const auto& q : p.at("processors")) parse_post_processor(q, what, prefix, suffix);
+  } else if (type == "TemplateProcessing") {
+    const json& specials = p.value("special_tokens", json::object());
+    bool seen_sequence = false;
+    for (const auto& item : p.at("single")) {
+      if (item.contains("Sequence")) {
+        seen_sequence = true;
+        continue;
+      }
+      const std::string id = item.at("SpecialToken").at("id").get<std::string>();
+      if (!specials.contains(id)) fail("{}: post_processor names special token '{}' without ids", what, id);
+      for (const auto& v : specials[id].at("ids")) (seen_sequence ? suffix : prefix).push_back(v.get<int32_t>());
+    }
+  } else if (type == "RobertaProcessing" || type == "BertProcessing") {
+    prefix.push_back(p.at("cls").at(1).get<int32_t>());
+    suffix.push_back(p.at("sep").at(1).get<int32_t>());
+  } else if (type != "ByteLevel") {
+    fail("{}: post_processor type '{}' is not supported", what, type);
+  }
+}
+
 std::unique_ptr<Tokenizer> Tokenizer::from_tokenizer_json(std::string_view text, std::string_view what) {
   json j = parse_json(text, what);
   std::unique_ptr<Tokenizer> t(new Tokenizer());
@@ -180,6 +209,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_tokenizer_json(std::string_view text,
     t->normalizer_ = std::make_unique<Normalizer>(j.value("normalizer", json()), what);
     t->pre_ = std::make_unique<PreTokenizer>(j.value("pre_tokenizer", json()), what);
     t->decoder_ = std::make_unique<Decoder>(j.value("decoder", json()), what);
+    parse_post_processor(j.value("post_processor", json()), what, t->post_prefix_, t->post_suffix_);
   } catch (const json::exception& e) {
     fail("{}: unexpected tokenizer.json layout ({})", what, e.what());
   }

@@ -281,3 +281,16 @@ TEST(Regex, ClassIntersectionRewriteAndMatching) {
 
 }  // namespace
 }  // namespace deltafin::tokenizer
+
+namespace deltafin::tokenizer {
+
+// transformers' tokenizer("The state of the Union is") for the demo model,
+// as recorded in tests/fixtures/demo_moe/reference.json: BOS first.
+TEST(PostProcessor, DemoModelAddsBosLikeTransformers) {
+  auto t = Tokenizer::load(std::filesystem::path(DELTAFIN_SOURCE_DIR) / "models" / "demo-moe");
+  EXPECT_EQ(t->encode_with_specials("The state of the Union is"),
+            (std::vector<int32_t>{0, 2590, 1163, 272, 264, 1212, 330}));
+  EXPECT_EQ(t->encode("The state of the Union is"), (std::vector<int32_t>{2590, 1163, 272, 264, 1212, 330}));
+}
+
+}  // namespace deltafin::tokenizer
