@@ -63,12 +63,16 @@ void register_inspect(CLI::App& app) {
     fmt::print("architecture     {}\n", s.arch);
     fmt::print("layers           {} ({} MoE), hidden {}, vocab {}\n", s.layers, s.moe_layers, s.hidden, s.vocab);
     fmt::print("experts          {} per layer, {} per token\n", s.experts_per_layer, s.experts_per_token);
-    fmt::print("parameters       {:.3f} M total: spine {:.3f} M, routed experts {:.3f} M\n",
-               (s.spine_params + s.expert_params) / 1e6, s.spine_params / 1e6, s.expert_params / 1e6);
-    fmt::print("bytes            spine {}, routed experts {} ({} per expert)\n", format_bytes(s.spine_bytes),
-               format_bytes(s.expert_bytes), format_bytes(s.bytes_per_expert));
-    fmt::print("per token        {} of expert weights touched ({} layers x {} experts)\n", format_bytes(touched),
-               s.moe_layers, s.experts_per_token);
+    auto count = [](uint64_t n) {
+      return n >= 1000000000ull ? fmt::format("{:.2f} B", n / 1e9) : fmt::format("{:.2f} M", n / 1e6);
+    };
+    fmt::print("parameters       {} total: spine {}, routed experts {}\n", count(s.spine_params + s.expert_params),
+               count(s.spine_params), count(s.expert_params));
+    fmt::print("bytes            spine {} ({:.2f} GB), routed experts {} ({:.2f} TB), {} bytes per expert\n",
+               format_bytes(s.spine_bytes), s.spine_bytes / 1e9, format_bytes(s.expert_bytes), s.expert_bytes / 1e12,
+               s.bytes_per_expert);
+    fmt::print("per token        {} ({:.2f} GB) of expert weights touched ({} layers x {} experts)\n",
+               format_bytes(touched), touched / 1e9, s.moe_layers, s.experts_per_token);
   });
 }
 
