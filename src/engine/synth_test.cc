@@ -191,6 +191,21 @@ TEST(Synth, KimiK3DefaultsHaveTheRealExpertSize) {
   for (const auto& t : plan)
     if (t.name.find("layers.1.block_sparse_moe.experts.0.") != std::string::npos) expert0 += t.bytes();
   EXPECT_EQ(expert0, 17547264u);
+  // Written and loaded: what `deltafin inspect` reports (small spine, real experts).
+  const fs::path dir = scratch("k3_real_experts");
+  SynthOptions w = tiny("kimi_k3", "mxfp4", dir);
+  w.latent = 0;
+  w.moe_inter = 0;
+  w.layers = 2;
+  w.experts = 2;
+  w.top_k = 1;
+  w.shard_bytes = 4ull << 30;
+  synth_checkpoint(w);
+  auto ck = Checkpoint::open(dir);
+  auto m = load_model(*ck, ModelOptions{});
+  EXPECT_EQ(m->summary().bytes_per_expert, 17547264u);
+  EXPECT_EQ(m->summary().expert_bytes, 2u * 17547264u);
+  fs::remove_all(dir);
 }
 
 TEST(Synth, ClearErrors) {
