@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "engine/runtime.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 #include "util/error.h"
@@ -41,14 +42,14 @@ std::string read_stdin() {
 void register_tokenize(CLI::App& app) {
   auto a = std::make_shared<TokenizeArgs>();
   auto* cmd = app.add_subcommand("tokenize", "print the token ids of a text (standard input when no --text)");
-  cmd->add_option("--model", a->model, "model directory (tokenizer.json, or tiktoken.model + tokenizer_config.json)")
+  cmd->add_option("--model", a->model, "model directory (tokenizer.json, or tiktoken.model + tokenizer_config.json), or a store")
       ->required();
   auto* text = cmd->add_option("--text", a->text, "the text; read from standard input when absent");
   cmd->add_flag("--json", a->json, "print only a JSON array of the ids");
   cmd->add_flag("--pieces", a->pieces, "print one line per token: id and its text");
   cmd->add_flag("--no-special", a->no_special, "encode special tokens written in the text as plain text");
   cmd->callback([a, text]() {
-    auto tok = tokenizer::Tokenizer::load(a->model);
+    auto tok = tokenizer::Tokenizer::load(checkpoint_dir_of(a->model));
     std::string input = text->count() ? a->text : read_stdin();
     auto ids = tok->encode(input, !a->no_special);
     if (a->json) {
@@ -74,13 +75,13 @@ void register_tokenize(CLI::App& app) {
 void register_detokenize(CLI::App& app) {
   auto a = std::make_shared<DetokenizeArgs>();
   auto* cmd = app.add_subcommand("detokenize", "print the text of token ids");
-  cmd->add_option("--model", a->model, "model directory (tokenizer.json, or tiktoken.model + tokenizer_config.json)")
+  cmd->add_option("--model", a->model, "model directory (tokenizer.json, or tiktoken.model + tokenizer_config.json), or a store")
       ->required();
   cmd->add_option("--tokens", a->tokens, "comma-separated token ids, e.g. 9707,1879")->required();
   cmd->add_flag("--skip-special", a->skip_special, "leave special tokens out");
   cmd->callback([a]() {
     auto ids = parse_token_list(a->tokens, "--tokens");
-    auto tok = tokenizer::Tokenizer::load(a->model);
+    auto tok = tokenizer::Tokenizer::load(checkpoint_dir_of(a->model));
     for (int32_t id : ids)
       if (id < 0 || id >= tok->vocab_size() || tok->token_string(id).empty())
         fail("--tokens: id {} is not in the vocabulary of {} (ids 0..{})", id, a->model, tok->vocab_size() - 1);

@@ -75,7 +75,8 @@ void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double
     nlohmann::json pilot = nlohmann::json::array();
     for (size_t l = 0; l < st->pilot.size(); ++l)
       if (st->pilot[l].hinted)
-        pilot.push_back({{"layer", l}, {"recall", st->pilot[l].recall()}, {"precision", st->pilot[l].precision()}});
+        pilot.push_back({{"layer", l}, {"recall", st->pilot[l].recall()}, {"precision", st->pilot[l].precision()},
+                         {"switched_off", st->pilot[l].off}});
     j["streaming"] = {
         {"ram_budget_bytes", b.budget},
         {"spine_bytes", b.spine},
@@ -120,16 +121,17 @@ void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double
     fmt::print(stderr, "reads     {} records, {} ({} per token); waited {:.3f} s on I/O\n", st->records_read,
                format_bytes(static_cast<double>(st->bytes_read)),
                format_bytes(static_cast<double>(sj["bytes_read_per_token"].get<uint64_t>())), st->io_wait_s);
-    uint64_t hinted = 0, needed = 0, correct = 0;
+    uint64_t hinted = 0, needed = 0, correct = 0, off = 0;
     for (const auto& p : st->pilot) {
       hinted += p.hinted;
       needed += p.needed;
       correct += p.correct;
+      off += p.off;
     }
     if (hinted)
-      fmt::print(stderr, "pilot     recall {:.1f}%, precision {:.1f}% ({} hints, {} cancelled)\n",
+      fmt::print(stderr, "pilot     recall {:.1f}%, precision {:.1f}% ({} hints, {} cancelled, {} layers switched off)\n",
                  100.0 * correct / std::max<uint64_t>(needed, 1), 100.0 * correct / hinted, hinted,
-                 st->prefetch_cancelled);
+                 st->prefetch_cancelled, off);
     for (const auto& d : sj["drives"])
       fmt::print(stderr, "drive     {}: {}\n", d["dir"].get<std::string>(),
                  format_bytes(static_cast<double>(d["bytes_read"].get<uint64_t>())));

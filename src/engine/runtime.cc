@@ -20,6 +20,11 @@ uint64_t peak_rss_bytes() {
   return 0;
 }
 
+std::string checkpoint_dir_of(const std::string& path) {
+  if (!fs::exists(fs::path(path) / store::kManifestFile)) return path;
+  return store::Manifest::load(path).source.value("model_dir", path);
+}
+
 std::unique_ptr<Runtime> Runtime::open(const std::string& path, const RuntimeOptions& opts) {
   auto rt = std::unique_ptr<Runtime>(new Runtime());
   rt->opts_ = opts;

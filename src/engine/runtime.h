@@ -59,6 +59,7 @@ class Runtime {
   // Store runs only (nullptr otherwise).
   const residency::StreamStats* stream_stats() const { return streaming_ ? &streaming_->stats() : nullptr; }
   const store::ExpertStore* expert_store() const { return store_.get(); }
+  residency::StreamingExperts* streaming_source() { return streaming_.get(); }
   const BudgetPlan& budget() const { return plan_; }
   // Writes the heat histogram back (also done on destruction when enabled).
   void save_heat();
@@ -77,6 +78,10 @@ class Runtime {
   std::unique_ptr<Model> model_;
   BudgetPlan plan_;
 };
+
+// The Hugging Face checkpoint behind `path`: the path itself, or for a store
+// its source checkpoint (where the spine, tokenizer and configs live).
+std::string checkpoint_dir_of(const std::string& path);
 
 // Peak resident set size of this process (VmHWM), bytes.
 uint64_t peak_rss_bytes();

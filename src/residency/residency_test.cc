@@ -232,3 +232,36 @@ TEST(Runtime, RefusesABudgetThatCannotHoldTheSpine) {
 }
 
 }  // namespace deltafin
+
+namespace deltafin {
+
+// A layer whose predictions miss is switched off after its warm-up; the
+// logits stay the resident ones.
+TEST(Streaming, PilotSwitchesOffLayersThatDoNotPay) {
+  const std::string f = (fs::path(DELTAFIN_SOURCE_DIR) / "tests" / "fixtures" / "demo_moe").string();
+  auto ref = nlohmann::json::parse(std::ifstream(fs::path(f) / "reference.json"));
+  std::vector<int32_t> toks = ref["sequences"][1]["tokens"].get<std::vector<int32_t>>();
+  fs::path dir = scratch_dir("pilotoff");
+  const std::string store = pack(model_of(f), dir, 1, "stripe");
+  RuntimeOptions ro;
+  ro.threads = 1;
+  ro.update_heat = false;
+  auto resident = Runtime::open(model_of(f), ro);
+  const std::vector<float> want = score(*resident, toks, 1);
+  auto rt = Runtime::open(store, ro);
+  // Demand a precision no layer reaches: every layer goes off after 8 hints.
+  rt->streaming_source()->set_pilot_policy(8, 1.01);
+  EXPECT_TRUE(same_bits(score(*rt, toks, 1), want));
+  uint64_t off = 0, skipped = 0, hinted = 0;
+  for (const auto& p : rt->stream_stats()->pilot) {
+    off += p.off;
+    skipped += p.skipped;
+    hinted += p.hinted;
+  }
+  EXPECT_GT(off, 0u);
+  EXPECT_GT(skipped, 0u);
+  EXPECT_GT(hinted, 0u);
+  fs::remove_all(dir);
+}
+
+}  // namespace deltafin

@@ -165,6 +165,12 @@ void StreamingExperts::release(int32_t expert) {
 
 void StreamingExperts::prefetch_hint(int layer, std::span<const int32_t> experts) {
   if (!pilot_on_ || layer < 0 || layer >= layers_) return;
+  PilotLayerStats& ps = stats_.pilot[layer];
+  if (!ps.off && ps.hinted >= pilot_warmup_ && ps.precision() < pilot_min_precision_) ps.off = true;
+  if (ps.off) {
+    ps.skipped += experts.size();
+    return;
+  }
   auto& h = hints_[layer];
   for (int32_t e : experts) {
     h.insert(e);

@@ -25,6 +25,8 @@ struct PilotLayerStats {
   uint64_t hinted = 0;   // experts the pilot predicted for the layer
   uint64_t needed = 0;   // experts the layer then used (in blocks that had a hint)
   uint64_t correct = 0;  // predicted and used
+  bool off = false;      // switched off: its precision did not pay for the reads
+  uint64_t skipped = 0;  // hints ignored once off
   double recall() const { return needed ? double(correct) / needed : 0; }
   double precision() const { return hinted ? double(correct) / hinted : 0; }
 };
@@ -48,9 +50,15 @@ class StreamingExperts : public ExpertSource {
   // Reads the given experts into slots and pins them (the hot set). Stops
   // when no slot is left. Not counted in the per-token statistics.
   size_t preload_pinned(const std::vector<std::pair<int, int>>& hot);
-  // Pilot hints on or off (per layer: layers whose measured precision was
-  // too low can be switched off by the caller).
+  // Pilot hints on or off. A layer whose measured precision is below
+  // min_precision after warmup_hints predictions is switched off for the
+  // rest of the run: its wrong guesses would cost more reads than its right
+  // ones save.
   void set_pilot(bool on) { pilot_on_ = on; }
+  void set_pilot_policy(uint64_t warmup_hints, double min_precision) {
+    pilot_warmup_ = warmup_hints;
+    pilot_min_precision_ = min_precision;
+  }
 
   void begin_layer(int layer, std::span<const int32_t> experts) override;
   int32_t next(ExpertWeights* out) override;
@@ -70,6 +78,8 @@ class StreamingExperts : public ExpertSource {
   int layers_, experts_;
   HeatHistogram* heat_;
   bool pilot_on_ = true;
+  uint64_t pilot_warmup_ = 64;
+  double pilot_min_precision_ = 0.25;
 
   int layer_ = -1;
   std::set<int32_t> want_;                  // current layer: not yet handed out
