@@ -160,6 +160,10 @@ Router router(const Checkpoint& ck, const std::string& gate, const RouterSpec& s
   r.topk_group = s.topk_group;
   if (r.n_group < 1 || s.experts % r.n_group != 0)
     fail("{}: {} experts cannot be split into {} groups", c.label(), s.experts, r.n_group);
+  // Group scores sum each group's two best experts (as transformers' topk(2)).
+  if (r.n_group > 1 && s.experts / r.n_group < 2)
+    fail("{}: {} groups of {} experts: group-limited routing needs at least 2 experts per group", c.label(),
+         r.n_group, s.experts / r.n_group);
   check_range(c, "topk_group", r.topk_group, 1, r.n_group);
   r.norm_topk = s.norm_topk;
   r.scaling = s.scaling;

@@ -30,6 +30,7 @@ void activate(Activation act, float beta, float linear_beta, const float* g, con
 
 // Indices of the k largest values (descending; ties to the lower index).
 void select_top(const float* v, int64_t n, int64_t k, int32_t* out, std::vector<int32_t>& idx) {
+  DF_CHECK(k <= n);
   idx.resize(n);
   std::iota(idx.begin(), idx.end(), 0);
   std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {

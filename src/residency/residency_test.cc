@@ -17,6 +17,7 @@
 #include "engine/pack.h"
 #include "engine/runtime.h"
 #include "engine/session.h"
+#include "store/manifest.h"
 #include "residency/expert_cache.h"
 #include "residency/heat.h"
 #include "util/error.h"
@@ -128,41 +129,47 @@ TEST(Streaming, BitIdenticalToResidentForEveryFixtureBudgetDriveCountPlacementAn
     ro.threads = 2;
     auto resident = Runtime::open(model_of(f), ro);
     const std::vector<float> want = score(*resident, toks, static_cast<int64_t>(toks.size()));
-    int drives = 1;
-    for (const std::string placement : {"stripe", "mirror"}) {
-      for (; drives <= 4; ++drives) {
-        fs::path dir = scratch_dir("fx");
-        const std::string store = pack(model_of(f), dir, drives, placement);
-        // Learn the slot size, then budgets of 2 slots (caches nothing
-        // useful), a tenth, half, and all the records.
-        RuntimeOptions all = ro;
-        all.update_heat = false;
-        auto probe = Runtime::open(store, all);
-        const BudgetPlan plan = probe->budget();
-        probe.reset();
-        const uint64_t n = plan.expert_records;
-        for (uint64_t slots : {uint64_t{2}, std::max<uint64_t>(2, n / 10), std::max<uint64_t>(2, n / 2), n}) {
-          for (bool pilot : {false, true}) {
-            SCOPED_TRACE(fmt::format("{} drives {} slots {} pilot {}", placement, drives, slots, pilot));
-            RuntimeOptions so = ro;
-            so.ram_budget = plan.spine + plan.overhead + slots * plan.slot_bytes;
-            so.pilot = pilot;
-            so.update_heat = false;  // every configuration starts cold (the hot set has its own test)
-            auto rt = Runtime::open(store, so);
-            EXPECT_EQ(rt->budget().slots, slots);
-            EXPECT_TRUE(same_bits(score(*rt, toks, static_cast<int64_t>(toks.size())), want));
-            EXPECT_TRUE(same_bits(score(*rt, toks, 1), want)) << "token by token";
-            EXPECT_GT(rt->stream_stats()->records_read, 0u);
-            uint64_t hinted = 0;
-            for (const auto& p : rt->stream_stats()->pilot) hinted += p.hinted;
-            if (pilot) EXPECT_GT(hinted, 0u) << "the pilot made no predictions";
-            else EXPECT_EQ(hinted, 0u);
-          }
+    // Every dimension for every fixture, without the full product: stripe
+    // over 1 drive at every budget with the pilot on and off; stripe over
+    // 2, 3, 4 drives and mirror over 2, at the smallest and a tenth budget.
+    struct Layout {
+      const char* placement;
+      int drives;
+      bool all_budgets;
+    };
+    for (const Layout lay : {Layout{"stripe", 1, true}, Layout{"stripe", 2, false}, Layout{"stripe", 3, false},
+                             Layout{"stripe", 4, false}, Layout{"mirror", 2, true}}) {
+      fs::path dir = scratch_dir("fx");
+      const std::string store = pack(model_of(f), dir, lay.drives, lay.placement);
+      // Learn the slot size, then budgets of 2 slots (caches nothing
+      // useful), a tenth, half, and all the records.
+      RuntimeOptions all = ro;
+      all.update_heat = false;
+      auto probe = Runtime::open(store, all);
+      const BudgetPlan plan = probe->budget();
+      probe.reset();
+      const uint64_t n = plan.expert_records;
+      std::vector<uint64_t> budgets = {2, std::max<uint64_t>(2, n / 10)};
+      if (lay.all_budgets) budgets.insert(budgets.end(), {std::max<uint64_t>(2, n / 2), n});
+      for (uint64_t slots : budgets) {
+        for (bool pilot : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} drives {} slots {} pilot {}", lay.placement, lay.drives, slots, pilot));
+          RuntimeOptions so = ro;
+          so.ram_budget = plan.spine + plan.overhead + slots * plan.slot_bytes;
+          so.pilot = pilot;
+          so.update_heat = false;  // every configuration starts cold (the hot set has its own test)
+          auto rt = Runtime::open(store, so);
+          EXPECT_EQ(rt->budget().slots, slots);
+          EXPECT_TRUE(same_bits(score(*rt, toks, static_cast<int64_t>(toks.size())), want));
+          if (slots == 2) EXPECT_TRUE(same_bits(score(*rt, toks, 1), want)) << "token by token";
+          EXPECT_GT(rt->stream_stats()->records_read, 0u);
+          uint64_t hinted = 0;
+          for (const auto& p : rt->stream_stats()->pilot) hinted += p.hinted;
+          if (pilot) EXPECT_GT(hinted, 0u) << "the pilot made no predictions";
+          else EXPECT_EQ(hinted, 0u);
         }
-        fs::remove_all(dir);
-        if (placement == std::string("mirror") && drives == 2) break;  // mirror: 1 and 2 drives
       }
-      drives = 1;
+      fs::remove_all(dir);
     }
   }
 }
@@ -208,11 +215,25 @@ TEST(Streaming, PrefillReadsEachExpertOncePerLayer) {
   std::vector<float> last;
   s.prefill(toks, nullptr, &last);
   const auto* st = rt->stream_stats();
+  const uint64_t st_misses = st->misses;
   // Every record read was needed, and none was read twice in a layer: the
   // reads equal the number of distinct (layer, expert) pairs used.
   EXPECT_EQ(st->records_read, st->misses);
   EXPECT_EQ(st->expert_uses, st->misses + st->hits_cached + st->hits_pinned + st->hits_prefetched);
   EXPECT_LE(st->records_read, static_cast<uint64_t>(plan.expert_records));
+  // With the pilot on, predictions are read early, but no expert is read
+  // twice: a prefetched expert is never evicted before its layer runs.
+  rt.reset();
+  ro.pilot = true;
+  auto rp = Runtime::open(store, ro);
+  Session sp(rp->model(), 512);
+  std::vector<float> last_p;
+  sp.prefill(toks, nullptr, &last_p);
+  EXPECT_EQ(last_p, last);
+  const auto* pst = rp->stream_stats();
+  EXPECT_EQ(pst->prefetch_evicted, 0u);
+  EXPECT_GT(pst->prefetch_issued, 0u);
+  EXPECT_LE(pst->records_read, st_misses + pst->prefetch_issued);
   fs::remove_all(dir);
 }
 
@@ -261,6 +282,62 @@ TEST(Streaming, PilotSwitchesOffLayersThatDoNotPay) {
   EXPECT_GT(off, 0u);
   EXPECT_GT(skipped, 0u);
   EXPECT_GT(hinted, 0u);
+  fs::remove_all(dir);
+}
+
+}  // namespace deltafin
+
+namespace deltafin {
+
+// An interrupted pack leaves an incomplete manifest listing the records made
+// durable; running the same command again resumes after them, and the store
+// verifies and serves the same logits.
+TEST(Pack, ResumesAfterInterruption) {
+  const std::string f = (fs::path(DELTAFIN_SOURCE_DIR) / "tests" / "fixtures" / "demo_moe").string();
+  fs::path dir = scratch_dir("resume");
+  const std::string store = pack(model_of(f), dir, 2, "stripe");
+  store::Manifest full = store::Manifest::load(store);
+  store::Manifest part = full;
+  part.complete = false;
+  part.records.resize(full.records.size() / 3);
+  part.index();
+  part.save((fs::path(store) / store::kManifestFile).string());
+  EXPECT_THROW(store::Manifest::load(store), Error);  // an incomplete store is refused
+  PackOptions o;
+  o.model_dir = model_of(f);
+  o.out_dir = store;
+  o.drives = {(dir / "drive0").string(), (dir / "drive1").string()};
+  o.progress = false;
+  PackResult r = pack_store(o);
+  EXPECT_EQ(r.records_skipped, full.records.size() / 3);
+  EXPECT_EQ(r.records, full.records.size() - full.records.size() / 3);
+  store::Manifest again = store::Manifest::load(store);
+  ASSERT_EQ(again.records.size(), full.records.size());
+  for (size_t i = 0; i < full.records.size(); ++i) EXPECT_EQ(again.records[i].checksum, full.records[i].checksum);
+  EXPECT_EQ(verify_store(store, nullptr), full.records.size());
+  // Another model into the same store directory is refused, naming it.
+  o.model_dir = (fs::path(DELTAFIN_SOURCE_DIR) / "tests" / "fixtures" / "mixtral_bf16").string();
+  EXPECT_THROW(pack_store(o), Error);
+  fs::remove_all(dir);
+}
+
+// The pread fallback engine serves the same bits as io_uring.
+TEST(Streaming, PreadEngineBitIdentical) {
+  const std::string f = (fs::path(DELTAFIN_SOURCE_DIR) / "tests" / "fixtures" / "deepseek_v3_int4").string();
+  auto ref = nlohmann::json::parse(std::ifstream(fs::path(f) / "reference.json"));
+  std::vector<int32_t> toks = ref["sequences"][0]["tokens"].get<std::vector<int32_t>>();
+  fs::path dir = scratch_dir("pread");
+  const std::string store = pack(f, dir, 2, "mirror");
+  RuntimeOptions ro;
+  ro.threads = 2;
+  ro.update_heat = false;
+  auto resident = Runtime::open(f, ro);
+  const std::vector<float> want = score(*resident, toks, 3);
+  ro.io = store::IoKind::Pread;
+  ro.verify_reads = true;
+  auto rt = Runtime::open(store, ro);
+  EXPECT_TRUE(same_bits(score(*rt, toks, 3), want));
+  EXPECT_GT(rt->stream_stats()->records_read, 0u);
   fs::remove_all(dir);
 }
 

@@ -41,6 +41,7 @@ size_t StreamingExperts::preload_pinned(const std::vector<std::pair<int, int>>& 
     cache_.pin(slot);
     issue(l, e, slot);
     ++n;
+    ++pinned_;
   }
   while (!loading_.empty()) pump(true);
   stats_.records_read = 0;
@@ -53,6 +54,16 @@ void StreamingExperts::begin_layer(int layer, std::span<const int32_t> experts) 
   DF_CHECK(want_.empty() && ready_.empty() && deferred_.empty() && in_use_.empty());
   DF_CHECK(layer >= 0 && layer < layers_);
   layer_ = layer;
+  // Prefetches for this layer are no longer held: wanted ones are referenced
+  // again below, the others become ordinary cache entries.
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (static_cast<int>(it->first >> 32) == layer) {
+      cache_.unref(it->second);
+      it = held_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   // Pilot accounting, and wrong guesses whose reads have not started are cancelled.
   auto h = hints_.find(layer);
   if (h != hints_.end()) {
@@ -89,6 +100,7 @@ void StreamingExperts::begin_layer(int layer, std::span<const int32_t> experts) 
       continue;
     }
     ++stats_.misses;
+    if (was_prefetched) ++stats_.prefetch_evicted;
     slot = cache_.claim(key);
     if (slot < 0) {
       deferred_.push_back(e);
@@ -172,12 +184,16 @@ void StreamingExperts::prefetch_hint(int layer, std::span<const int32_t> experts
     return;
   }
   auto& h = hints_[layer];
+  const size_t max_held = (cache_.slots() - pinned_) / 2;
   for (int32_t e : experts) {
     h.insert(e);
     const uint64_t key = expert_key(layer, e);
     if (cache_.find(key) >= 0) continue;
+    if (held_.size() >= max_held) continue;  // no room to hold more: the miss path reads it later
     int slot = cache_.claim(key);
-    if (slot < 0) continue;  // no room: the miss path reads it later
+    if (slot < 0) continue;
+    cache_.ref(slot);
+    held_[key] = slot;
     issue(layer, e, slot);
     prefetched_.insert(key);
     ++stats_.prefetch_issued;

@@ -36,6 +36,7 @@ struct StreamStats {
   uint64_t hits_pinned = 0, hits_cached = 0, hits_prefetched = 0, misses = 0;
   uint64_t records_read = 0, bytes_read = 0;
   uint64_t prefetch_issued = 0, prefetch_cancelled = 0;
+  uint64_t prefetch_evicted = 0;  // prefetched, then evicted before its layer ran (read twice)
   double io_wait_s = 0;           // time compute waited for reads (not hidden by compute)
   double read_latency_sum_s = 0;  // sum of record read latencies
   std::vector<PilotLayerStats> pilot;  // per layer
@@ -88,6 +89,11 @@ class StreamingExperts : public ExpertSource {
   std::unordered_map<int32_t, int> in_use_;  // handed out: expert -> slot
   std::unordered_map<uint64_t, int> loading_;  // key -> slot with a read outstanding
   std::set<uint64_t> prefetched_;           // keys loaded by a hint and not yet used
+  // Prefetched slots are held (referenced) until their layer begins, so that
+  // the current layer's misses never evict them; at most half the dynamic
+  // slots are held, so the current layer always has slots to cycle through.
+  std::map<uint64_t, int> held_;
+  size_t pinned_ = 0;
   std::map<int, std::set<int32_t>> hints_;  // layer -> predicted experts
   std::vector<store::RecordCompletion> done_;
   StreamStats stats_;
