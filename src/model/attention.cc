@@ -155,7 +155,8 @@ void MlaAttention::forward(LayerState& st, const float* x, int64_t n, int64_t po
       }
     }
   };
-  if (pool) pool->parallel_for(n_heads, 1, head_body);
+  // One contiguous range of heads per thread: the scratch above is made once per thread.
+  if (pool) pool->parallel_for(n_heads, (n_heads + pool->threads() - 1) / pool->threads(), head_body);
   else head_body(0, n_heads);
   c.len += n;
   if (out_gate) {

@@ -144,7 +144,8 @@ struct MoeFfn {
 
  private:
   std::vector<float> scratch_, xs_, h_, g_, u_, d_, outs_, shared_, lat_in_, lat_out_;
-  std::vector<int32_t> ids_;
+  std::vector<int32_t> ids_, users_, uni_;
+  std::vector<int64_t> user_start_, fill_;
   std::vector<float> w_;
 };
 

@@ -123,21 +123,28 @@ void MoeFfn::run(const float* x, int64_t n, float* y, ExpertSource& experts, Thr
     xe = lat_in_.data();
     ye = lat_out_.data();
   }
-  // Union of experts (ascending) and, per expert, the (row, slot) pairs using it.
-  std::vector<std::vector<int32_t>> users(router.n_experts);
-  for (int64_t i = 0; i < n * K; ++i) users[ids_[i]].push_back(static_cast<int32_t>(i));
-  std::vector<int32_t> uni;
-  for (int32_t e = 0; e < router.n_experts; ++e)
-    if (!users[e].empty()) uni.push_back(e);
+  // Union of experts (ascending) and, per expert, the (row, slot) pairs using
+  // it: a counting sort of the n*K slots by expert (users_ from user_start_[e]).
+  const int64_t E = router.n_experts;
+  user_start_.assign(E + 1, 0);
+  for (int64_t i = 0; i < n * K; ++i) ++user_start_[ids_[i] + 1];
+  for (int64_t e = 0; e < E; ++e) user_start_[e + 1] += user_start_[e];
+  users_.resize(n * K);
+  fill_.assign(user_start_.begin(), user_start_.end() - 1);
+  for (int64_t i = 0; i < n * K; ++i) users_[fill_[ids_[i]]++] = static_cast<int32_t>(i);
+  uni_.clear();
+  for (int32_t e = 0; e < E; ++e)
+    if (user_start_[e + 1] > user_start_[e]) uni_.push_back(e);
+  const std::vector<int32_t>& uni = uni_;
   outs_.resize(n * K * He);
   experts.begin_layer(layer, uni);
   for (size_t c = 0; c < uni.size(); ++c) {
     ExpertWeights ew;
     const int32_t e = experts.next(&ew);
-    if (e < 0 || e >= router.n_experts || users[e].empty())
+    if (e < 0 || e >= E || user_start_[e + 1] == user_start_[e])
       fail("expert source returned expert {} that layer {} did not ask for", e, layer);
-    const auto& us = users[e];
-    const int64_t m = static_cast<int64_t>(us.size());
+    const int32_t* us = users_.data() + user_start_[e];
+    const int64_t m = user_start_[e + 1] - user_start_[e];
     xs_.resize(m * He);
     for (int64_t i = 0; i < m; ++i) std::copy_n(xe + (us[i] / K) * He, He, xs_.data() + i * He);
     g_.resize(m * I);
