@@ -29,7 +29,9 @@ void register_inspect(CLI::App& app) {
     bool weights = fs::exists(dir / "model.safetensors") || fs::exists(dir / "manifest.json");
     if (!weights && fs::exists(dir / "model.safetensors.index.json")) {
       weights = true;
-      for (const auto& [name, file] : read_json_file(dir / "model.safetensors.index.json").value("weight_map", nlohmann::json::object()).items())
+      const nlohmann::json index = read_json_file(dir / "model.safetensors.index.json");
+      const nlohmann::json map = index.value("weight_map", nlohmann::json::object());
+      for (const auto& [name, file] : map.items())
         if (file.is_string() && !fs::exists(dir / file.get<std::string>())) weights = false;
     }
     std::unique_ptr<Runtime> rt;
