@@ -96,8 +96,10 @@ void register_chat(CLI::App& app) {
       if (line == "/stats") {
         fmt::print("last answer: prompt {} tokens at {:.1f} tok/s, {} tokens at {:.2f} tok/s, TTFT {:.3f} s\n",
                    last.prefill_tokens, last.prefill_tok_s(), last.decode_tokens, last.decode_tok_s(), last_ttft);
-        report_stats(ModelArgs{a->m.model, 0, "", "", "", "", "", 16, 0, false, false, false, true, ""}, *rt, last,
-                     last_ttft);
+        ModelArgs show;
+        show.model = a->m.model;
+        show.stats = true;
+        report_stats(show, *rt, last, last_ttft);
         continue;
       }
       if (line[0] == '/') {

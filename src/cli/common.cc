@@ -19,6 +19,7 @@ void add_model_options(CLI::App* cmd, ModelArgs& a) {
   g->add_option("--drives", a.drives, "drive directories (comma-separated), overriding the store's");
   g->add_option("--io", a.io, "I/O engine: uring (default) or pread");
   g->add_option("--queue-depth", a.queue_depth, "reads in flight per drive")->check(CLI::Range(1, 1024));
+  g->add_option("--read-chunk", a.read_chunk, "split each expert read into pieces of this size (default 2M; 0: whole records)");
   g->add_option("--pilot", a.pilot, "prefetch the next layer's predicted experts: on (default) or off");
   g->add_option("--cache-policy", a.cache_policy, "dynamic expert cache: lru (default) or lfu");
   g->add_option("--hot-fraction", a.hot_fraction, "share of expert slots pinned from the heat histogram")
@@ -41,6 +42,7 @@ std::unique_ptr<Runtime> load(const ModelArgs& a) {
   }
   o.io = store::parse_io_kind(a.io, "--io");
   o.queue_depth = a.queue_depth;
+  if (!a.read_chunk.empty()) o.read_chunk = parse_byte_size(a.read_chunk, "--read-chunk");
   if (a.pilot != "on" && a.pilot != "off") fail("--pilot: '{}' must be on or off", a.pilot);
   o.pilot = a.pilot == "on";
   o.cache_policy = residency::parse_cache_policy(a.cache_policy);

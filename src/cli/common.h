@@ -16,6 +16,7 @@ struct ModelArgs {
   int threads = 0;  // 0: all cores
   std::string ram_budget, drives, io = "uring", pilot = "on", cache_policy = "lru";
   int queue_depth = 16;
+  std::string read_chunk;
   double hot_fraction = 0.5;
   bool verify_reads = false, no_heat_update = false, skip_missing_drives = false;
   bool stats = false;

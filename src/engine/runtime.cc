@@ -46,6 +46,7 @@ std::unique_ptr<Runtime> Runtime::open(const std::string& path, const RuntimeOpt
   store::StoreOptions so;
   so.drives = opts.drives;
   so.verify_reads = opts.verify_reads;
+  so.chunk_bytes = opts.read_chunk;
   so.missing = opts.skip_missing_drives ? store::MissingDrive::Skip : store::MissingDrive::Fail;
   rt->store_ = std::make_unique<store::ExpertStore>(path, *rt->io_, so);
   const store::Manifest& man = rt->store_->manifest();

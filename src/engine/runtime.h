@@ -26,7 +26,8 @@ struct RuntimeOptions {
   uint64_t ram_budget = 0;            // bytes; 0: no limit (every expert may be cached)
   std::vector<std::string> drives;    // override the manifest's drive directories
   store::IoKind io = store::IoKind::Uring;
-  int queue_depth = 16;
+  int queue_depth = 16;               // reads (pieces of read_chunk) in flight per drive
+  uint64_t read_chunk = 2ull << 20;   // bytes per read piece; 0: whole records (docs/store.md)
   bool pilot = true;
   residency::CachePolicy cache_policy = residency::CachePolicy::Lru;
   double hot_fraction = 0.5;          // share of expert slots pinned from the heat histogram

@@ -138,6 +138,12 @@ void MoeFfn::run(const float* x, int64_t n, float* y, ExpertSource& experts, Thr
   const std::vector<int32_t>& uni = uni_;
   outs_.resize(n * K * He);
   experts.begin_layer(layer, uni);
+  // The shared expert runs while the routed experts' reads are in flight;
+  // its output is still added last, so the sum is the same.
+  if (shared) {
+    shared_.resize(n * H);
+    shared->run(x, n, shared_.data(), pool, scratch_);
+  }
   for (size_t c = 0; c < uni.size(); ++c) {
     ExpertWeights ew;
     const int32_t e = experts.next(&ew);
@@ -171,11 +177,8 @@ void MoeFfn::run(const float* x, int64_t n, float* y, ExpertSource& experts, Thr
     if (latent_norm) latent_norm->run(ye, n, ye);
     latent_up->run(ye, n, y, pool);
   }
-  if (shared) {
-    shared_.resize(n * H);
-    shared->run(x, n, shared_.data(), pool, scratch_);
+  if (shared)
     for (int64_t i = 0; i < n * H; ++i) y[i] += shared_[i];
-  }
 }
 
 void ResidentExperts::begin_layer(int layer, std::span<const int32_t> experts) {

@@ -14,7 +14,8 @@ const char* cache_policy_name(CachePolicy p) { return p == CachePolicy::Lru ? "l
 
 ExpertCache::ExpertCache(size_t slots, size_t slot_bytes, size_t align, CachePolicy policy)
     : slot_bytes_((slot_bytes + align - 1) / align * align), policy_(policy), slots_(slots) {
-  if (slots > 0) base_ = AlignedArray<uint8_t>(slots * slot_bytes_, align);
+  DF_CHECK(align <= 4096);  // the arena is page aligned
+  if (slots > 0) base_ = Arena(slots * slot_bytes_);
   for (size_t i = slots; i-- > 0;) free_.push_back(static_cast<int>(i));
 }
 

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "util/aligned.h"
+#include "util/arena.h"
 
 namespace deltafin::residency {
 
@@ -65,7 +65,7 @@ class ExpertCache {
   };
   size_t slot_bytes_;
   CachePolicy policy_;
-  AlignedArray<uint8_t> base_;
+  Arena base_;  // slots x slot_bytes_, faulted in (util/arena.h)
   std::vector<Slot> slots_;
   std::vector<int> free_;
   std::unordered_map<uint64_t, int> by_key_;

@@ -1,7 +1,7 @@
 // Streaming through a packed store gives the resident run's logits bit for
 // bit (design contract 2) for every fixture: budgets that cache no experts,
 // a tenth, half and all of them; 1-4 drive directories; stripe and mirror
-// placements; pilot on and off. Also: the expert cache policies, the heat
+// placements; pilot on and off; records read whole and in pieces. Also: the expert cache policies, the heat
 // histogram, and expert-major prefill reading each expert once per layer.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -157,11 +157,15 @@ TEST(Streaming, BitIdenticalToResidentForEveryFixtureBudgetDriveCountPlacementAn
           RuntimeOptions so = ro;
           so.ram_budget = plan.spine + plan.overhead + slots * plan.slot_bytes;
           so.pilot = pilot;
+          // Records read in 4 KiB pieces with the pilot on, whole with it off.
+          so.read_chunk = pilot ? 4096 : 0;
           so.update_heat = false;  // every configuration starts cold (the hot set has its own test)
           auto rt = Runtime::open(store, so);
           EXPECT_EQ(rt->budget().slots, slots);
           EXPECT_TRUE(same_bits(score(*rt, toks, static_cast<int64_t>(toks.size())), want));
-          if (slots == 2) EXPECT_TRUE(same_bits(score(*rt, toks, 1), want)) << "token by token";
+          if (slots == 2) {
+            EXPECT_TRUE(same_bits(score(*rt, toks, 1), want)) << "token by token";
+          }
           EXPECT_GT(rt->stream_stats()->records_read, 0u);
           uint64_t hinted = 0;
           for (const auto& p : rt->stream_stats()->pilot) hinted += p.hinted;

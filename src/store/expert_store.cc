@@ -75,10 +75,15 @@ const Record& ExpertStore::request(int layer, int expert, uint8_t* dest, uint64_
   p.record = r;
   p.dest = dest;
   p.start_ns = detail::now_ns();
+  const uint64_t piece = opts_.chunk_bytes == 0 ? 0 : std::max<uint64_t>(opts_.chunk_bytes / align_, 1) * align_;
   for (const auto& part : plan.parts) {
-    uint64_t io_tag = kStoreTagBit | next_io_tag_++;
-    p.parts.push_back({io_tag, part.mirror,
-                       part_request(*r, part.mirror, part.offset, part.length, dest, io_tag)});
+    const uint64_t step = piece == 0 ? part.length : piece;
+    for (uint64_t off = 0; off < part.length; off += step) {
+      uint64_t io_tag = kStoreTagBit | next_io_tag_++;
+      p.parts.push_back({io_tag, part.mirror,
+                         part_request(*r, part.mirror, part.offset + off, std::min(step, part.length - off),
+                                      dest, io_tag)});
+    }
   }
   for (const auto& part : p.parts) {
     engine_.submit(part.req);

@@ -182,6 +182,52 @@ TEST_P(StoreTest, CorruptHalfOfASplitReadIsReadAgainWhole) {
   EXPECT_EQ(s.bytes_read(0) + s.bytes_read(1), 2 * kLen);  // and read again whole
 }
 
+TEST_P(StoreTest, ChunkedReadsLandWholeInPieces) {
+  // --read-chunk: every record read as pieces of 64 KiB, each exact, and a
+  // completion only once all of a record's pieces have landed.
+  auto e = engine(2);
+  StoreOptions o = opts(true, false);
+  o.chunk_bytes = 64 << 10;
+  ExpertStore s(root_ / "store", *e, o);
+  std::vector<AlignedArray<uint8_t>> bufs;
+  for (int x = 0; x < 6; ++x) {
+    const Record* r = s.manifest().find(1 + x % kLayers, x % kExperts);
+    bufs.emplace_back(s.buffer_bytes(*r), s.buffer_alignment());
+    s.request(r->layer, r->expert, bufs.back().data(), static_cast<uint64_t>(x));
+  }
+  std::vector<RecordCompletion> done;
+  while (s.outstanding() > 0) s.wait(done, 1);
+  ASSERT_EQ(done.size(), 6u);
+  for (const auto& c : done) {
+    EXPECT_EQ(c.parts, static_cast<int>((kLen + (64 << 10) - 1) / (64 << 10)));
+    EXPECT_EQ(std::memcmp(c.bytes, expected(c.record->layer, c.record->expert), kLen), 0);
+  }
+  EXPECT_EQ(s.bytes_read(0) + s.bytes_read(1), 6 * kLen);
+}
+
+TEST_P(StoreTest, CorruptRecordIsAnErrorWithChunkedReads) {
+  // Both copies corrupt: the joined pieces fail the checksum, the record is
+  // read again whole (engine-verified), fails again and is reported.
+  corrupt("d0", 2, 3);
+  corrupt("d1", 2, 3);
+  auto e = engine();
+  StoreOptions o = opts(true);
+  o.chunk_bytes = 64 << 10;
+  ExpertStore s(root_ / "store", *e, o);
+  const Record* r = s.manifest().find(2, 3);
+  AlignedArray<uint8_t> buf(s.buffer_bytes(*r), s.buffer_alignment());
+  s.request(2, 3, buf.data(), 9);
+  std::vector<RecordCompletion> done;
+  try {
+    s.wait(done, 1);
+    FAIL() << "corrupt data was returned";
+  } catch (const ReadError& err) {
+    EXPECT_EQ(err.tag(), 9u);
+    EXPECT_NE(std::string(err.what()).find("checksum mismatch"), std::string::npos) << err.what();
+  }
+  EXPECT_EQ(s.outstanding(), 0u);
+}
+
 TEST_P(StoreTest, UnknownRecordAndMismatchedDrivesAreErrors) {
   auto e = engine();
   ExpertStore s(root_ / "store", *e);

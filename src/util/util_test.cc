@@ -3,6 +3,7 @@
 #include <atomic>
 #include <vector>
 
+#include "util/arena.h"
 #include "util/error.h"
 #include "util/parse.h"
 #include "util/thread_pool.h"
@@ -40,3 +41,21 @@ TEST(ThreadPool, CoversEveryIndexOnce) {
 }
 
 }  // namespace deltafin
+
+TEST(Arena, PageAlignedZeroedAndMovable) {
+  deltafin::Arena a(5 * 1000 * 1000 + 7);
+  ASSERT_NE(a.data(), nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % 4096, 0u);
+  EXPECT_GE(a.size(), 5u * 1000 * 1000 + 7);
+  EXPECT_EQ(a.size() % 4096, 0u);
+  for (size_t i = 0; i < a.size(); i += 4096) ASSERT_EQ(a.data()[i], 0);
+  a.data()[a.size() - 1] = 42;
+  uint8_t* p = a.data();
+  deltafin::Arena b(std::move(a));
+  EXPECT_EQ(a.data(), nullptr);
+  EXPECT_EQ(b.data(), p);
+  EXPECT_EQ(b.data()[b.size() - 1], 42);
+  deltafin::Arena empty(0);
+  EXPECT_EQ(empty.data(), nullptr);
+  EXPECT_EQ(empty.size(), 0u);
+}
