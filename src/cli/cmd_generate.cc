@@ -106,6 +106,8 @@ void register_generate(CLI::App& app) {
     Stopwatch total;
     s.prefill(prompt, nullptr, &logits);
     const double ttft = total.seconds();
+    std::optional<residency::StreamStats> at_first_token;
+    if (rt->stream_stats()) at_first_token = *rt->stream_stats();
     std::vector<int32_t> out;
     std::string text;
     std::unique_ptr<tokenizer::Tokenizer::StreamDecoder> sd;
@@ -159,7 +161,7 @@ void register_generate(CLI::App& app) {
       fmt::print(stderr, "prompt {} tokens, {:.1f} tok/s prefill; {} tokens generated, {:.2f} tok/s decode; TTFT {:.3f} s\n",
                  st.prefill_tokens, st.prefill_tok_s(), out.size(), st.decode_tok_s(), ttft);
     }
-    report_stats(a->m, *rt, st, ttft);
+    report_stats(a->m, *rt, st, ttft, at_first_token ? &*at_first_token : nullptr);
   });
 }
 

@@ -53,7 +53,8 @@ std::unique_ptr<Runtime> load(const ModelArgs& a) {
   return Runtime::open(a.model, o);
 }
 
-void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double ttft_s) {
+void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double ttft_s,
+                  const residency::StreamStats* at_first_token) {
   if (!a.stats && a.stats_json.empty()) return;
   nlohmann::json j = {{"model", a.model},
                       {"threads", rt.pool().threads()},
@@ -98,6 +99,16 @@ void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double
         {"prefetch_cancelled", st->prefetch_cancelled},
         {"pilot", pilot},
         {"drives", drives}};
+    if (at_first_token && s.decode_tokens > 0) {
+      // The decode phase alone: what the drives delivered per second of decode.
+      const uint64_t bytes = st->bytes_read - at_first_token->bytes_read;
+      j["streaming"]["decode"] = {
+          {"bytes_read", bytes},
+          {"bytes_read_per_token", bytes / static_cast<uint64_t>(s.decode_tokens)},
+          {"records_read", st->records_read - at_first_token->records_read},
+          {"io_wait_s", st->io_wait_s - at_first_token->io_wait_s},
+          {"read_GBps", s.decode_seconds > 0 ? bytes / s.decode_seconds / 1e9 : 0.0}};
+    }
   }
   if (!a.stats_json.empty()) {
     std::ofstream out(a.stats_json, std::ios::trunc);
@@ -123,6 +134,12 @@ void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double
     fmt::print(stderr, "reads     {} records, {} ({} per token); waited {:.3f} s on I/O\n", st->records_read,
                format_bytes(static_cast<double>(st->bytes_read)),
                format_bytes(static_cast<double>(sj["bytes_read_per_token"].get<uint64_t>())), st->io_wait_s);
+    if (sj.contains("decode")) {
+      const auto& d = sj["decode"];
+      fmt::print(stderr, "decoding  {} per token read at {:.2f} GB/s; waited {:.3f} s on I/O\n",
+                 format_bytes(static_cast<double>(d["bytes_read_per_token"].get<uint64_t>())),
+                 d["read_GBps"].get<double>(), d["io_wait_s"].get<double>());
+    }
     uint64_t hinted = 0, needed = 0, correct = 0, off = 0;
     for (const auto& p : st->pilot) {
       hinted += p.hinted;

@@ -31,6 +31,9 @@ std::unique_ptr<Runtime> load(const ModelArgs& a);
 // The run's statistics (--stats to stderr, --stats-json FILE), measured:
 // session timings, expert hits and reads, pilot recall/precision, I/O wait,
 // per-drive bytes, peak resident memory.
-void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double ttft_s);
+// at_first_token: the streaming statistics when the first token was out
+// (generate), so that the decode phase's reads are reported on their own.
+void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double ttft_s,
+                  const residency::StreamStats* at_first_token = nullptr);
 
 }  // namespace deltafin::cli

@@ -25,9 +25,9 @@ StreamingExperts::~StreamingExperts() {
   }
 }
 
-void StreamingExperts::issue(int layer, int expert, int slot) {
+void StreamingExperts::issue(int layer, int expert, int slot, bool urgent) {
   const uint64_t key = expert_key(layer, expert);
-  store_.request(layer, expert, cache_.data(slot), key);
+  store_.request(layer, expert, cache_.data(slot), key, urgent);
   loading_[key] = slot;
 }
 
@@ -39,7 +39,7 @@ size_t StreamingExperts::preload_pinned(const std::vector<std::pair<int, int>>& 
     int slot = cache_.claim(key);
     if (slot < 0) break;
     cache_.pin(slot);
-    issue(l, e, slot);
+    issue(l, e, slot, true);
     ++n;
     ++pinned_;
   }
@@ -96,7 +96,7 @@ void StreamingExperts::begin_layer(int layer, std::span<const int32_t> experts) 
       else if (was_prefetched) ++stats_.hits_prefetched;
       else ++stats_.hits_cached;
       if (cache_.state(slot) == ExpertCache::State::Ready) ready_.push_back(e);
-      // else: a prefetch still loading; pump() hands it out when it lands.
+      else store_.promote(key);  // a prefetch still loading: now a demand read; pump() hands it out
       continue;
     }
     ++stats_.misses;
@@ -107,7 +107,7 @@ void StreamingExperts::begin_layer(int layer, std::span<const int32_t> experts) 
       continue;
     }
     cache_.ref(slot);
-    issue(layer, e, slot);
+    issue(layer, e, slot, true);
   }
 }
 
@@ -118,7 +118,7 @@ void StreamingExperts::issue_deferred() {
     if (slot < 0) return;
     deferred_.pop_front();
     cache_.ref(slot);
-    issue(layer_, e, slot);
+    issue(layer_, e, slot, true);
   }
 }
 
@@ -194,7 +194,7 @@ void StreamingExperts::prefetch_hint(int layer, std::span<const int32_t> experts
     if (slot < 0) continue;
     cache_.ref(slot);
     held_[key] = slot;
-    issue(layer, e, slot);
+    issue(layer, e, slot, false);  // behind every demand read of the drive
     prefetched_.insert(key);
     ++stats_.prefetch_issued;
   }

@@ -69,7 +69,7 @@ class StreamingExperts : public ExpertSource {
   const StreamStats& stats() const { return stats_; }
 
  private:
-  void issue(int layer, int expert, int slot);
+  void issue(int layer, int expert, int slot, bool urgent);
   void issue_deferred();
   void pump(bool block);
   ExpertWeights views(int slot, const store::Record& rec);

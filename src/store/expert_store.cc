@@ -61,7 +61,7 @@ ReadRequest ExpertStore::part_request(const Record& r, int copy, uint64_t off, u
   return q;
 }
 
-const Record& ExpertStore::request(int layer, int expert, uint8_t* dest, uint64_t tag) {
+const Record& ExpertStore::request(int layer, int expert, uint8_t* dest, uint64_t tag, bool urgent) {
   const Record* r = manifest_.find(layer, expert);
   if (!r)
     fail("the store has no record for layer {} expert {}; the model and the store do not match "
@@ -85,7 +85,8 @@ const Record& ExpertStore::request(int layer, int expert, uint8_t* dest, uint64_
                                       dest, io_tag)});
     }
   }
-  for (const auto& part : p.parts) {
+  for (auto& part : p.parts) {
+    part.req.urgent = urgent;
     engine_.submit(part.req);
     io_to_tag_[part.io_tag] = tag;
   }
@@ -105,8 +106,10 @@ void ExpertStore::resolve(uint64_t tag, Pending& p) {
     // A split read does not match: read the record whole from the first
     // part's mirror, verified by the engine, whose retries and error apply.
     const int copy = p.parts[0].copy;
+    const bool urgent = p.parts[0].req.urgent;
     uint64_t io_tag = kStoreTagBit | next_io_tag_++;
     p.parts = {{io_tag, copy, part_request(r, copy, 0, r.length, p.dest, io_tag)}};
+    p.parts[0].req.urgent = urgent;
     p.resolved = 0;
     engine_.submit(p.parts[0].req);
     io_to_tag_[io_tag] = tag;
@@ -172,6 +175,16 @@ size_t ExpertStore::wait(std::vector<RecordCompletion>& out, size_t min_count) {
   const size_t need = std::min(min_count, outstanding());
   while (failed_.empty() && ready_.size() < need) step(true);
   return deliver(out);
+}
+
+bool ExpertStore::promote(uint64_t tag) {
+  auto it = pending_.find(tag);
+  if (it == pending_.end()) return false;
+  for (auto& part : it->second.parts) {
+    part.req.urgent = true;  // also for a re-read after a failed joined checksum
+    engine_.promote(part.io_tag);
+  }
+  return true;
 }
 
 bool ExpertStore::cancel(uint64_t tag) {

@@ -63,7 +63,11 @@ class ExpertStore {
   // REQUIRES: dest aligned to buffer_alignment(), buffer_bytes() long, valid
   // until its completion returns or cancel() returns true; tag unique among
   // outstanding requests.
-  const Record& request(int layer, int expert, uint8_t* dest, uint64_t tag);
+  // urgent: a demand read, ahead of the queued prefetches (ReadRequest::urgent).
+  const Record& request(int layer, int expert, uint8_t* dest, uint64_t tag, bool urgent = true);
+  // Makes the not yet started pieces of a request urgent (a prefetch that
+  // compute now waits for). False if the tag is unknown.
+  bool promote(uint64_t tag);
 
   // As IoEngine::poll / wait, per record. A record whose read failed (after
   // the engine's retries), or whose checksum does not match with

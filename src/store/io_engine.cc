@@ -198,8 +198,30 @@ void DriveQueues::grow(int drive) {
 void DriveQueues::push(ReadOp op) {
   grow(op.drive);
   bytes_[op.drive] += op.req.length;
-  wait_[op.drive].push_back(std::move(op));
+  auto& q = wait_[op.drive];
+  if (op.req.urgent) {
+    auto it = std::find_if(q.begin(), q.end(), [](const ReadOp& o) { return !o.req.urgent; });
+    q.insert(it, std::move(op));
+  } else {
+    q.push_back(std::move(op));
+  }
   ++waiting_;
+}
+
+bool DriveQueues::promote(uint64_t tag) {
+  for (auto& q : wait_) {
+    for (auto it = q.begin(); it != q.end(); ++it) {
+      if (it->req.tag != tag) continue;
+      if (it->req.urgent) return true;
+      ReadOp op = std::move(*it);
+      q.erase(it);
+      op.req.urgent = true;
+      auto at = std::find_if(q.begin(), q.end(), [](const ReadOp& o) { return !o.req.urgent; });
+      q.insert(at, std::move(op));
+      return true;
+    }
+  }
+  return false;
 }
 
 bool DriveQueues::pop_startable(ReadOp* op) {

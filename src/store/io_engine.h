@@ -93,6 +93,10 @@ struct ReadRequest {
   uint64_t tag = 0;       // the caller's id; unique among outstanding requests
   bool verify = false;    // check xxh64(payload) == checksum (--verify-reads)
   uint64_t checksum = 0;
+  // A demand read (compute waits for it): starts before every queued
+  // request of its drive that is not urgent (prefetches), after the urgent
+  // ones queued before it.
+  bool urgent = false;
 };
 
 struct Completion {
@@ -138,6 +142,10 @@ class IoEngine {
   // it is never read and no completion comes for it. False if it has already
   // started (its completion will come) or is unknown.
   virtual bool cancel(uint64_t tag) = 0;
+
+  // Makes a request that has not started urgent (see ReadRequest::urgent).
+  // Returns false if it has started or is unknown.
+  virtual bool promote(uint64_t tag) = 0;
 
   // Requests submitted and neither returned by poll()/wait() nor cancelled.
   virtual size_t outstanding() const = 0;

@@ -108,6 +108,36 @@ TEST(DriveQueues, QueueDepthPerDriveAndRoundRobin) {
   EXPECT_EQ(q.queued_bytes(0), 200u);
 }
 
+TEST(DriveQueues, UrgentReadsStartBeforeQueuedPrefetches) {
+  // One drive, queue depth 1: 0 starts at once; then prefetches 1, 2, 3,
+  // a demand read 4 (goes before them), 3 promoted (after 4), demand 5.
+  detail::DriveQueues q(1);
+  auto push = [&](uint64_t tag, bool urgent) {
+    detail::ReadOp op;
+    op.req.tag = tag;
+    op.req.length = 10;
+    op.req.urgent = urgent;
+    q.push(op);
+  };
+  detail::ReadOp op;
+  std::vector<int> started;
+  push(0, false);
+  ASSERT_TRUE(q.pop_startable(&op));
+  started.push_back(static_cast<int>(op.req.tag));
+  for (uint64_t t : {1, 2, 3}) push(t, false);
+  push(4, true);
+  EXPECT_TRUE(q.promote(3));
+  EXPECT_FALSE(q.promote(0));  // started: not queued any more
+  EXPECT_FALSE(q.promote(99));
+  push(5, true);
+  for (;;) {
+    q.finished(0);
+    if (!q.pop_startable(&op)) break;
+    started.push_back(static_cast<int>(op.req.tag));
+  }
+  EXPECT_EQ(started, (std::vector<int>{0, 4, 3, 5, 1, 2}));
+}
+
 // Many concurrent reads of odd sizes at odd offsets land byte-exact.
 TEST_P(EngineTest, ManyOddReadsLandExactly) {
   TempStore t;

@@ -50,7 +50,10 @@ Completion complete(const ReadOp& op);
 class DriveQueues {
  public:
   explicit DriveQueues(int queue_depth) : qd_(queue_depth) {}
+  // Urgent ops go after the drive's queued urgent ops, before the others.
   void push(ReadOp op);
+  // Moves a queued op among the urgent ones; false if it is not queued.
+  bool promote(uint64_t tag);
   // Takes the next op of a drive with room, round-robin over drives; marks it
   // in flight. Returns false when none can start.
   bool pop_startable(ReadOp* op);

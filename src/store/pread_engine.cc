@@ -69,6 +69,11 @@ class PreadEngine final : public IoEngine {
     return queues_.cancel(tag, &op);
   }
 
+  bool promote(uint64_t tag) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    return queues_.promote(tag);
+  }
+
   size_t outstanding() const override {
     std::lock_guard<std::mutex> lk(mu_);
     return outstanding_locked();

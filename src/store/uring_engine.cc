@@ -86,6 +86,8 @@ class UringEngine final : public IoEngine {
     return queues_.cancel(tag, &op);
   }
 
+  bool promote(uint64_t tag) override { return queues_.promote(tag); }
+
   size_t outstanding() const override {
     return queues_.waiting() + queues_.in_flight() + ready_.size();
   }
