@@ -13,6 +13,13 @@ echo "$out"
 grep -q "(history cleared)" <<<"$out" || { echo "FAIL: /reset did not answer"; exit 1; }
 grep -q "unknown command /nonsense" <<<"$out" || { echo "FAIL: unknown commands are not reported"; exit 1; }
 [ "$(wc -l <<<"$out")" -ge 4 ] || { echo "FAIL: expected two answers"; exit 1; }
+# --ctx-size: an answer stops when the context is full, and a turn that
+# cannot fit is refused with a message, without ending the chat.
+out=$(printf 'Tell me about the Union.\nAnd more?\n/exit\n' |
+      "$bin" chat --model "$model" --max-tokens 40 --temperature 0 --threads 1 --ctx-size 40)
+echo "$out"
+grep -q "\[context full" <<<"$out" || { echo "FAIL: a full context did not stop the answer"; exit 1; }
+grep -q "and --ctx-size is 40" <<<"$out" || { echo "FAIL: a turn past --ctx-size was not refused"; exit 1; }
 # SIGINT in the middle of a long answer: the answer stops, the chat goes on.
 mkfifo "$work/in"
 trap "" PIPE

@@ -108,6 +108,13 @@ void register_chat(CLI::App& app) {
       }
       history.push_back({{"role", "user"}, {"content", line}});
       const std::vector<int32_t> prompt = tok->encode(tmpl.render(history, /*add_generation_prompt=*/true));
+      const int64_t ctx = rt->model().max_context();
+      if (ctx > 0 && static_cast<int64_t>(prompt.size()) >= ctx) {
+        fmt::print("the conversation would take {} tokens, and --ctx-size is {}: /reset to start again, or "
+                   "restart with a larger --ctx-size\n", prompt.size(), ctx);
+        history.erase(history.size() - 1);
+        continue;
+      }
       // Reuse what the session already holds when it is a prefix of the new prompt.
       bool prefix = session && seen.size() <= prompt.size() && std::equal(seen.begin(), seen.end(), prompt.begin());
       if (!prefix) {
@@ -126,7 +133,12 @@ void register_chat(CLI::App& app) {
       std::string answer;
       g_stop = false;
       g_generating = true;
+      bool full = false;
       for (int64_t i = 0; i < a->max_tokens && !g_stop; ++i) {
+        if (ctx > 0 && session->length() >= ctx) {
+          full = true;
+          break;
+        }
         const int32_t t = sampler.sample(logits);
         sampler.accept(t);
         if (std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end()) break;
@@ -140,7 +152,7 @@ void register_chat(CLI::App& app) {
       g_generating = false;
       const std::string rest = sd.finish();
       answer += rest;
-      fmt::print("{}{}\n", rest, g_stop ? " [stopped]" : "");
+      fmt::print("{}{}\n", rest, g_stop ? " [stopped]" : full ? " [context full: /reset or a larger --ctx-size]" : "");
       history.push_back({{"role", "assistant"}, {"content", answer}});
       last = session->stats();
       last.prefill_tokens -= before.prefill_tokens;

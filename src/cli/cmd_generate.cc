@@ -83,6 +83,9 @@ void register_generate(CLI::App& app) {
     const int64_t V = rt->model().vocab();
     for (int32_t t : prompt)
       if (t >= V) fail("prompt token {} is outside the vocabulary (0 .. {})", t, V - 1);
+    const int64_t ctx = rt->model().max_context();
+    if (ctx > 0 && static_cast<int64_t>(prompt.size()) > ctx)
+      fail("the prompt has {} tokens, more than --ctx-size {}; raise --ctx-size", prompt.size(), ctx);
     // Sampling: the model's generation_config.json defaults, then the flags.
     engine::SamplingParams base;
     base.temperature = 0;
@@ -135,6 +138,10 @@ void register_generate(CLI::App& app) {
         break;
       }
       if (i + 1 == a->max_tokens) break;
+      if (ctx > 0 && s.length() >= ctx) {  // the context is full: stop as at --max-tokens
+        fmt::print(stderr, "\nstopped: the sequence filled --ctx-size {} tokens\n", ctx);
+        break;
+      }
       s.decode(t, logits);
     }
     if (finish != "stop") {

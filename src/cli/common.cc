@@ -14,6 +14,10 @@ namespace deltafin::cli {
 void add_model_options(CLI::App* cmd, ModelArgs& a) {
   cmd->add_option("--model", a.model, "Hugging Face model directory, or a store made by `deltafin pack`")->required();
   cmd->add_option("--threads", a.threads, "compute threads (default: all cores)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--ctx-size", a.ctx_size,
+                  "longest sequence in tokens; its KV cache is charged to --ram-budget (default: 4096 with "
+                  "--ram-budget, else unlimited)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   auto* g = cmd->add_option_group("streaming", "when --model is a store");
   g->add_option("--ram-budget", a.ram_budget, "bound on RAM: spine + caches + expert slots, e.g. 6G");
   g->add_option("--drives", a.drives, "drive directories (comma-separated), overriding the store's");
@@ -34,6 +38,7 @@ void add_model_options(CLI::App* cmd, ModelArgs& a) {
 std::unique_ptr<Runtime> load(const ModelArgs& a) {
   RuntimeOptions o;
   o.threads = a.threads;
+  o.context = a.ctx_size;
   if (!a.ram_budget.empty()) o.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
   if (!a.drives.empty()) {
     std::stringstream ss(a.drives);
@@ -84,6 +89,8 @@ void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double
         {"ram_budget_bytes", b.budget},
         {"spine_bytes", b.spine},
         {"fixed_overhead_bytes", b.overhead},
+        {"context_tokens", b.context},
+        {"sequence_bytes", b.sequence_bytes},
         {"slot_bytes", b.slot_bytes},
         {"slots", b.slots},
         {"pinned_slots", b.pinned_slots},
@@ -123,10 +130,11 @@ void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double
   if (st) {
     const auto& sj = j["streaming"];
     const auto& hr = sj["hit_rate"];
-    fmt::print(stderr, "budget    {} = spine {} + overhead {} + {} slots x {} ({} pinned)\n",
+    fmt::print(stderr, "budget    {} = spine {} + overhead {} + KV cache {} ({} tokens) + {} slots x {} ({} pinned)\n",
                rt.budget().budget ? format_bytes(static_cast<double>(rt.budget().budget)) : std::string("unlimited"),
                format_bytes(static_cast<double>(rt.budget().spine)),
-               format_bytes(static_cast<double>(rt.budget().overhead)), rt.budget().slots,
+               format_bytes(static_cast<double>(rt.budget().overhead)),
+               format_bytes(static_cast<double>(rt.budget().sequence_bytes)), rt.budget().context, rt.budget().slots,
                format_bytes(static_cast<double>(rt.budget().slot_bytes)), rt.budget().pinned_slots);
     fmt::print(stderr, "experts   {} uses: pinned {:.1f}%, cached {:.1f}%, prefetched {:.1f}%, missed {:.1f}%\n",
                st->expert_uses, 100 * hr["pinned"].get<double>(), 100 * hr["cached"].get<double>(),

@@ -14,6 +14,7 @@ namespace deltafin::cli {
 struct ModelArgs {
   std::string model;
   int threads = 0;  // 0: all cores
+  int64_t ctx_size = 0;  // 0: 4096 with --ram-budget, else unlimited
   std::string ram_budget, drives, io = "uring", pilot = "on", cache_policy = "lru";
   int queue_depth = 16;
   std::string read_chunk;

@@ -31,11 +31,15 @@ std::unique_ptr<Runtime> Runtime::open(const std::string& path, const RuntimeOpt
   rt->pool_ = std::make_unique<ThreadPool>(opts.threads > 0 ? opts.threads : default_thread_count());
   ModelOptions mo;
   mo.pool = rt->pool_.get();
+  if (opts.context < 0) fail("--ctx-size must be positive");
   if (!fs::exists(fs::path(path) / store::kManifestFile)) {
     if (opts.ram_budget > 0)
       fail("--ram-budget needs a packed store; run `deltafin pack --model {} --out STORE --drives DIR` first", path);
     rt->ck_ = Checkpoint::open(path);
+    mo.max_context = opts.context;
     rt->model_ = load_model(*rt->ck_, mo);
+    rt->plan_.context = opts.context;
+    rt->plan_.sequence_bytes = opts.context > 0 ? rt->model_->sequence_bytes(opts.context) : 0;
     return rt;
   }
   // A store: the spine from the source checkpoint, experts from the drives.
@@ -59,14 +63,16 @@ std::unique_ptr<Runtime> Runtime::open(const std::string& path, const RuntimeOpt
   // Load once against the checkpoint to learn the shape, then plan the budget.
   int layers = 0, experts = 0;
   uint64_t spine = 0;
+  BudgetPlan& plan = rt->plan_;
+  plan.context = opts.context > 0 ? opts.context : opts.ram_budget > 0 ? kDefaultBudgetContext : 0;
   {
     auto probe = load_model(*rt->ck_, mo);
     const ModelSummary& s = probe->summary();
     layers = static_cast<int>(s.layers);
     experts = static_cast<int>(s.experts_per_layer);
     spine = s.spine_bytes;
+    plan.sequence_bytes = plan.context > 0 ? probe->sequence_bytes(plan.context) : 0;
   }
-  BudgetPlan& plan = rt->plan_;
   plan.spine = spine;
   plan.overhead = kFixedOverheadBytes;
   plan.expert_records = man.records.size();
@@ -80,12 +86,13 @@ std::unique_ptr<Runtime> Runtime::open(const std::string& path, const RuntimeOpt
     plan.slots = plan.expert_records;
   } else {
     plan.budget = opts.ram_budget;
-    const uint64_t fixed = spine + plan.overhead;
+    const uint64_t fixed = spine + plan.overhead + plan.sequence_bytes;
     if (opts.ram_budget < fixed + min_slots * plan.slot_bytes)
-      fail("--ram-budget {} cannot hold the spine ({}) plus the fixed overhead ({}) and {} expert slots of {}; "
-           "use at least {}",
+      fail("--ram-budget {} cannot hold the spine ({}) plus the fixed overhead ({}), the KV cache of {} tokens "
+           "({}, --ctx-size) and {} expert slots of {}; use at least {}",
            format_bytes(static_cast<double>(opts.ram_budget)), format_bytes(static_cast<double>(spine)),
-           format_bytes(static_cast<double>(plan.overhead)), min_slots,
+           format_bytes(static_cast<double>(plan.overhead)), plan.context,
+           format_bytes(static_cast<double>(plan.sequence_bytes)), min_slots,
            format_bytes(static_cast<double>(plan.slot_bytes)),
            format_bytes(static_cast<double>(fixed + min_slots * plan.slot_bytes)));
     plan.slots = std::min<uint64_t>((opts.ram_budget - fixed) / plan.slot_bytes, plan.expert_records);
@@ -103,6 +110,7 @@ std::unique_ptr<Runtime> Runtime::open(const std::string& path, const RuntimeOpt
   plan.pinned_slots = rt->streaming_->preload_pinned(rt->heat_->hottest(pin));
   mo.experts = rt->streaming_.get();
   mo.pilot = opts.pilot;
+  mo.max_context = plan.context;
   rt->model_ = load_model(*rt->ck_, mo);
   return rt;
 }

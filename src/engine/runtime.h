@@ -22,6 +22,9 @@ namespace deltafin {
 
 struct RuntimeOptions {
   int threads = 0;                    // 0: all cores
+  // The longest sequence, tokens (--ctx-size). 0: kDefaultBudgetContext with
+  // a --ram-budget (its KV cache is charged to the budget), else unlimited.
+  int64_t context = 0;
   // Store only:
   uint64_t ram_budget = 0;            // bytes; 0: no limit (every expert may be cached)
   std::vector<std::string> drives;    // override the manifest's drive directories
@@ -39,9 +42,13 @@ struct RuntimeOptions {
 // The RAM the engine needs besides the spine and the expert slots: scratch,
 // caches of small models, allocator slack (documented in docs/residency.md).
 constexpr uint64_t kFixedOverheadBytes = 16ull << 20;
+// The context a --ram-budget run holds when --ctx-size is not given.
+constexpr int64_t kDefaultBudgetContext = 4096;
 
 struct BudgetPlan {
   uint64_t budget = 0, spine = 0, overhead = 0;
+  int64_t context = 0;          // tokens (0: unlimited)
+  uint64_t sequence_bytes = 0;  // one sequence's KV caches / recurrent states at `context`
   uint64_t slot_bytes = 0, slots = 0, pinned_slots = 0;
   uint64_t expert_records = 0;
 };

@@ -105,6 +105,7 @@ TEST(Synth, EveryArchitectureAndEncodingLoadsScoresFiniteAndStreamsBitIdentical)
 
       RuntimeOptions ro;
       ro.threads = 2;
+      ro.context = 64;  // the budget below holds its KV cache
       auto resident = Runtime::open(model.string(), ro);
       const std::vector<float> want = score(*resident, toks);
       float amax = 0;
@@ -125,7 +126,7 @@ TEST(Synth, EveryArchitectureAndEncodingLoadsScoresFiniteAndStreamsBitIdentical)
       {
         auto probe = Runtime::open(po.out_dir, ro);
         const BudgetPlan& b = probe->budget();
-        budget = b.spine + b.overhead + 3 * b.slot_bytes;  // 3 slots: nearly every expert is read
+        budget = b.spine + b.overhead + b.sequence_bytes + 3 * b.slot_bytes;  // 3 slots: nearly every expert is read
       }
       ro.ram_budget = budget;
       ro.update_heat = false;

@@ -45,7 +45,16 @@ void for_rows_heads(ThreadPool* pool, int64_t n, int64_t heads, Fn fn) {
 
 // ---------------- GQA ----------------
 
-std::unique_ptr<LayerState> GqaAttention::new_state() const { return std::make_unique<KvCache>(); }
+std::unique_ptr<LayerState> GqaAttention::new_state(int64_t reserve_tokens) const {
+  auto c = std::make_unique<KvCache>();
+  c->k.reserve(static_cast<size_t>(reserve_tokens * n_kv_heads * head_dim));
+  c->v.reserve(static_cast<size_t>(reserve_tokens * n_kv_heads * head_dim));
+  return c;
+}
+
+uint64_t GqaAttention::state_bytes(int64_t tokens) const {
+  return static_cast<uint64_t>(2 * tokens * n_kv_heads * head_dim) * sizeof(float);
+}
 
 void GqaAttention::forward(LayerState& st, const float* x, int64_t n, int64_t pos0, float* out,
                            ThreadPool* pool) {
@@ -93,7 +102,15 @@ void GqaAttention::forward(LayerState& st, const float* x, int64_t n, int64_t po
 
 // ---------------- MLA ----------------
 
-std::unique_ptr<LayerState> MlaAttention::new_state() const { return std::make_unique<KvCache>(); }
+std::unique_ptr<LayerState> MlaAttention::new_state(int64_t reserve_tokens) const {
+  auto c = std::make_unique<KvCache>();
+  c->k.reserve(static_cast<size_t>(reserve_tokens * (kv_lora + rope_dim)));
+  return c;
+}
+
+uint64_t MlaAttention::state_bytes(int64_t tokens) const {
+  return static_cast<uint64_t>(tokens * (kv_lora + rope_dim)) * sizeof(float);
+}
 
 void MlaAttention::forward(LayerState& st, const float* x, int64_t n, int64_t pos0, float* out,
                            ThreadPool* pool) {

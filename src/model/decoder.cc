@@ -31,8 +31,14 @@ struct DecoderState : SequenceState {
 
 std::unique_ptr<SequenceState> DecoderModel::new_sequence() const {
   auto s = std::make_unique<DecoderState>();
-  for (const auto& l : layers) s->layers.push_back(l.attn->new_state());
+  for (const auto& l : layers) s->layers.push_back(l.attn->new_state(context_limit));
   return s;
+}
+
+uint64_t DecoderModel::sequence_bytes(int64_t tokens) const {
+  uint64_t b = 0;
+  for (const auto& l : layers) b += l.attn->state_bytes(tokens);
+  return b;
 }
 
 void DecoderModel::forward(SequenceState& seq, std::span<const int32_t> tokens, float* logits, bool last_only) {
@@ -49,6 +55,9 @@ void DecoderModel::forward(SequenceState& seq, std::span<const int32_t> tokens, 
     enc.decode_row(embed, tokens[r], x_.data() + r * H);
   }
   const int64_t pos0 = st.len;
+  if (context_limit > 0 && pos0 + n > context_limit)
+    fail("the sequence would reach {} tokens, past the context limit of {} (--ctx-size); raise --ctx-size, "
+         "whose KV cache the RAM budget holds", pos0 + n, context_limit);
   if (attn_res_block > 0) run_layers_attn_res(st.layers, n, pos0);
   else for (size_t l = 0; l < layers.size(); ++l) {
     DecoderLayer& L = layers[l];

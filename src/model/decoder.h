@@ -38,6 +38,7 @@ class DecoderModel : public Model {
   ExpertSource* experts = nullptr;           // where routed experts come from
   std::unique_ptr<ResidentExperts> resident;  // the checkpoint's own experts
   bool pilot = false;                         // see ModelOptions::pilot
+  int64_t context_limit = 0;                  // see ModelOptions::max_context
   // Attention residuals (Kimi K3), when > 0: the residual stream is cut into
   // blocks of this many layers; each sub-layer's input (and the final norm's)
   // is an AttnRes mix of the block starts and the running prefix sum:
@@ -51,6 +52,8 @@ class DecoderModel : public Model {
   std::unique_ptr<SequenceState> new_sequence() const override;
   void forward(SequenceState& seq, std::span<const int32_t> tokens, float* logits, bool last_only) override;
   const ModelSummary& summary() const override { return info; }
+  uint64_t sequence_bytes(int64_t tokens) const override;
+  int64_t max_context() const override { return context_limit; }
   const std::vector<std::vector<ExpertWeights>>& checkpoint_experts() const override { return resident->table; }
 
   // Fills info's byte and parameter counts from the checkpoint (routed

@@ -23,7 +23,12 @@ float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
 
 }  // namespace
 
-std::unique_ptr<LayerState> KdaAttention::new_state() const {
+uint64_t KdaAttention::state_bytes(int64_t) const {
+  const int64_t D = n_heads * head_dim;
+  return static_cast<uint64_t>(3 * D * (conv_k - 1) + n_heads * head_dim * head_dim) * sizeof(float);
+}
+
+std::unique_ptr<LayerState> KdaAttention::new_state(int64_t) const {
   auto s = std::make_unique<KdaState>();
   const int64_t D = n_heads * head_dim;
   s->conv.assign(3 * D * (conv_k - 1), 0.0f);

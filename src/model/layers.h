@@ -28,7 +28,12 @@ struct LayerState {
 class AttentionLayer {
  public:
   virtual ~AttentionLayer() = default;
-  virtual std::unique_ptr<LayerState> new_state() const = 0;
+  // reserve_tokens: positions whose cache is allocated up front (the
+  // context limit), so that a growing sequence never reallocates.
+  virtual std::unique_ptr<LayerState> new_state(int64_t reserve_tokens = 0) const = 0;
+  // Bytes of one sequence's state after `tokens` positions (KV cache, or a
+  // recurrent state whatever the length): what the RAM budget charges.
+  virtual uint64_t state_bytes(int64_t tokens) const = 0;
   // x: normalised rows [n, hidden]; out: [n, hidden]. Appends to `st`.
   virtual void forward(LayerState& st, const float* x, int64_t n, int64_t pos0, float* out,
                        ThreadPool* pool) = 0;
@@ -43,7 +48,8 @@ class GqaAttention : public AttentionLayer {
   int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
   float scale = 1.0f;
 
-  std::unique_ptr<LayerState> new_state() const override;
+  std::unique_ptr<LayerState> new_state(int64_t reserve_tokens = 0) const override;
+  uint64_t state_bytes(int64_t tokens) const override;
   void forward(LayerState& st, const float* x, int64_t n, int64_t pos0, float* out, ThreadPool* pool) override;
 
  private:
@@ -68,7 +74,8 @@ class MlaAttention : public AttentionLayer {
   int64_t n_heads = 0, nope = 0, rope_dim = 0, v_dim = 0, kv_lora = 0;
   float scale = 1.0f;
 
-  std::unique_ptr<LayerState> new_state() const override;
+  std::unique_ptr<LayerState> new_state(int64_t reserve_tokens = 0) const override;
+  uint64_t state_bytes(int64_t tokens) const override;
   void forward(LayerState& st, const float* x, int64_t n, int64_t pos0, float* out, ThreadPool* pool) override;
 
  private:
@@ -92,7 +99,8 @@ class KdaAttention : public AttentionLayer {
   Linear o;
   int64_t n_heads = 0, head_dim = 0;
 
-  std::unique_ptr<LayerState> new_state() const override;
+  std::unique_ptr<LayerState> new_state(int64_t reserve_tokens = 0) const override;
+  uint64_t state_bytes(int64_t tokens) const override;
   void forward(LayerState& st, const float* x, int64_t n, int64_t pos0, float* out, ThreadPool* pool) override;
 
  private:

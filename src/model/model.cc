@@ -33,6 +33,7 @@ std::unique_ptr<Model> load_model(const Checkpoint& ck, const ModelOptions& opts
     if (type == a.model_type) {
       auto m = a.build(ck, opts);
       m->pilot = opts.pilot && opts.experts != nullptr;
+      m->context_limit = opts.max_context;
       return m;
     }
   std::string known;

@@ -82,6 +82,12 @@ class Model {
                        bool last_only = false) = 0;
   virtual const ModelSummary& summary() const = 0;
   int64_t vocab() const { return summary().vocab; }
+  // Bytes of one sequence's state (KV caches, recurrent states) after
+  // `tokens` positions: what a RAM budget charges for a context.
+  virtual uint64_t sequence_bytes(int64_t tokens) const = 0;
+  // The longest sequence forward() accepts (ModelOptions::max_context; 0:
+  // unlimited).
+  virtual int64_t max_context() const = 0;
   // The routed experts as they sit in the checkpoint, [layer][expert]
   // (empty for dense layers): what `deltafin pack` copies into a store.
   virtual const std::vector<std::vector<ExpertWeights>>& checkpoint_experts() const = 0;
@@ -95,6 +101,9 @@ struct ModelOptions {
   // The pilot: right after layer L's attention, run layer L+1's router on the
   // current hidden state and hand its picks to experts->prefetch_hint().
   bool pilot = false;
+  // The longest sequence (tokens); 0: unlimited. When set, every sequence's
+  // caches are allocated for it up front and forward() refuses to go past it.
+  int64_t max_context = 0;
 };
 
 // Builds the model for the checkpoint's config.json model_type. Throws Error

@@ -127,6 +127,7 @@ TEST(Streaming, BitIdenticalToResidentForEveryFixtureBudgetDriveCountPlacementAn
     std::vector<int32_t> toks = ref["sequences"][0]["tokens"].get<std::vector<int32_t>>();
     RuntimeOptions ro;
     ro.threads = 2;
+    ro.context = 256;  // the budgets below hold its KV cache (plan.sequence_bytes)
     auto resident = Runtime::open(model_of(f), ro);
     const std::vector<float> want = score(*resident, toks, static_cast<int64_t>(toks.size()));
     // Every dimension for every fixture, without the full product: stripe
@@ -155,7 +156,7 @@ TEST(Streaming, BitIdenticalToResidentForEveryFixtureBudgetDriveCountPlacementAn
         for (bool pilot : {false, true}) {
           SCOPED_TRACE(fmt::format("{} drives {} slots {} pilot {}", lay.placement, lay.drives, slots, pilot));
           RuntimeOptions so = ro;
-          so.ram_budget = plan.spine + plan.overhead + slots * plan.slot_bytes;
+          so.ram_budget = plan.spine + plan.overhead + plan.sequence_bytes + slots * plan.slot_bytes;
           so.pilot = pilot;
           // Records read in 4 KiB pieces with the pilot on, whole with it off.
           so.read_chunk = pilot ? 4096 : 0;
@@ -210,10 +211,11 @@ TEST(Streaming, PrefillReadsEachExpertOncePerLayer) {
   ro.threads = 2;
   ro.pilot = false;
   ro.update_heat = false;
+  ro.context = 512;
   auto probe = Runtime::open(store, ro);
   const BudgetPlan plan = probe->budget();
   probe.reset();
-  ro.ram_budget = plan.spine + plan.overhead + 8 * plan.slot_bytes;  // far fewer slots than experts
+  ro.ram_budget = plan.spine + plan.overhead + plan.sequence_bytes + 8 * plan.slot_bytes;  // far fewer slots than experts
   auto rt = Runtime::open(store, ro);
   Session s(rt->model(), 512);
   std::vector<float> last;
@@ -238,6 +240,48 @@ TEST(Streaming, PrefillReadsEachExpertOncePerLayer) {
   EXPECT_EQ(pst->prefetch_evicted, 0u);
   EXPECT_GT(pst->prefetch_issued, 0u);
   EXPECT_LE(pst->records_read, st_misses + pst->prefetch_issued);
+  fs::remove_all(dir);
+}
+
+TEST(Runtime, ChargesTheContextsKvCacheToTheBudget) {
+  const std::string model = (fs::path(DELTAFIN_SOURCE_DIR) / "models" / "demo-moe").string();
+  fs::path dir = scratch_dir("ctx");
+  const std::string store = pack(model, dir, 1, "stripe");
+  RuntimeOptions ro;
+  ro.threads = 1;
+  ro.update_heat = false;
+  ro.context = 64;
+  auto probe = Runtime::open(store, ro);
+  const BudgetPlan p = probe->budget();
+  const uint64_t seq64 = probe->model().sequence_bytes(64), seq4k = probe->model().sequence_bytes(4096);
+  EXPECT_EQ(p.context, 64);
+  EXPECT_EQ(p.sequence_bytes, seq64);
+  EXPECT_GT(seq64, 0u);
+  EXPECT_EQ(seq4k, 64 * seq64);  // MLA: the cache grows linearly with the context
+  probe.reset();
+  // Room for 100 slots besides the spine, the overhead and 64 tokens of KV.
+  ro.ram_budget = p.spine + p.overhead + seq64 + 100 * p.slot_bytes;
+  {
+    auto rt = Runtime::open(store, ro);
+    EXPECT_EQ(rt->budget().slots, 100u);
+    // Past the context: a clear error, not a larger cache.
+    Session s(rt->model(), 16);
+    std::vector<int32_t> toks(65, 7);
+    try {
+      s.prefill(toks, nullptr, nullptr);
+      FAIL() << "a 65-token sequence passed --ctx-size 64";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--ctx-size"), std::string::npos) << e.what();
+    }
+  }
+  // The same budget with the default context: its KV cache comes out of the slots.
+  ro.context = 0;
+  auto rt = Runtime::open(store, ro);
+  EXPECT_EQ(rt->budget().context, kDefaultBudgetContext);
+  EXPECT_EQ(rt->budget().sequence_bytes, seq4k);
+  EXPECT_EQ(rt->budget().slots, (ro.ram_budget - p.spine - p.overhead - seq4k) / p.slot_bytes);
+  EXPECT_LT(rt->budget().slots, 100u);
+  rt.reset();
   fs::remove_all(dir);
 }
 
