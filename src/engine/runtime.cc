@@ -100,7 +100,7 @@ std::unique_ptr<Runtime> Runtime::open(const std::string& path, const RuntimeOpt
   const std::string heat_path = (fs::path(path) / "heat.json").string();
   rt->heat_ = std::make_unique<residency::HeatHistogram>(residency::HeatHistogram::load(heat_path, layers, experts));
   rt->cache_ = std::make_unique<residency::ExpertCache>(plan.slots, plan.slot_bytes, rt->store_->buffer_alignment(),
-                                                        opts.cache_policy);
+                                                        opts.cache_policy, rt->pool_.get());
   rt->streaming_ = std::make_unique<residency::StreamingExperts>(*rt->store_, *rt->cache_, layers, experts,
                                                                  rt->heat_.get());
   rt->streaming_->set_pilot(opts.pilot);

@@ -12,10 +12,10 @@ CachePolicy parse_cache_policy(std::string_view s, std::string_view what) {
 
 const char* cache_policy_name(CachePolicy p) { return p == CachePolicy::Lru ? "lru" : "lfu"; }
 
-ExpertCache::ExpertCache(size_t slots, size_t slot_bytes, size_t align, CachePolicy policy)
+ExpertCache::ExpertCache(size_t slots, size_t slot_bytes, size_t align, CachePolicy policy, ThreadPool* pool)
     : slot_bytes_((slot_bytes + align - 1) / align * align), policy_(policy), slots_(slots) {
   DF_CHECK(align <= 4096);  // the arena is page aligned
-  if (slots > 0) base_ = Arena(slots * slot_bytes_);
+  if (slots > 0) base_ = Arena(slots * slot_bytes_, pool);
   for (size_t i = slots; i-- > 0;) free_.push_back(static_cast<int>(i));
 }
 

@@ -26,8 +26,9 @@ class ExpertCache {
  public:
   enum class State : uint8_t { Empty, Loading, Ready };
 
-  // `slots` buffers of `slot_bytes`, each aligned to `align`.
-  ExpertCache(size_t slots, size_t slot_bytes, size_t align, CachePolicy policy);
+  // `slots` buffers of `slot_bytes`, each aligned to `align`; the pool (if
+  // any) faults the memory in (util/arena.h).
+  ExpertCache(size_t slots, size_t slot_bytes, size_t align, CachePolicy policy, ThreadPool* pool = nullptr);
 
   size_t slots() const { return slots_.size(); }
   size_t slot_bytes() const { return slot_bytes_; }

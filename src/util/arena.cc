@@ -3,7 +3,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <new>
+
+#include "util/thread_pool.h"
 
 namespace deltafin {
 
@@ -14,7 +17,7 @@ constexpr size_t kHuge = size_t{2} << 20;
 #endif
 }  // namespace
 
-Arena::Arena(size_t bytes) {
+Arena::Arena(size_t bytes, ThreadPool* pool) {
   if (bytes == 0) return;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   n_ = (bytes + page - 1) / page * page;
@@ -29,9 +32,20 @@ Arena::Arena(size_t bytes) {
   if (tail > 0) munmap(start + n_, tail);
   p_ = start;
   huge_ = madvise(p_, n_, MADV_HUGEPAGE) == 0;
-  // Fault every page in now (kernels before 5.14: touch one byte per page).
-  if (madvise(p_, n_, MADV_POPULATE_WRITE) != 0)
-    for (size_t i = 0; i < n_; i += page) p_[i] = 0;
+  // Fault every page in now, in huge-page-aligned pieces over the pool's
+  // threads (kernels before 5.14: touch one byte per page).
+  const size_t piece = std::max(kHuge, n_ / 64 / kHuge * kHuge);
+  auto fault_in = [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      uint8_t* at = p_ + static_cast<size_t>(k) * piece;
+      const size_t len = std::min(piece, n_ - static_cast<size_t>(k) * piece);
+      if (madvise(at, len, MADV_POPULATE_WRITE) != 0)
+        for (size_t i = 0; i < len; i += page) at[i] = 0;
+    }
+  };
+  const int64_t pieces = static_cast<int64_t>((n_ + piece - 1) / piece);
+  if (pool) pool->parallel_for(pieces, 1, fault_in);
+  else fault_in(0, pieces);
 }
 
 Arena::~Arena() {
