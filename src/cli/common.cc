@@ -25,6 +25,8 @@ void add_model_options(CLI::App* cmd, ModelArgs& a) {
   g->add_option("--queue-depth", a.queue_depth, "reads in flight per drive")->check(CLI::Range(1, 1024));
   g->add_option("--read-chunk", a.read_chunk, "split each expert read into pieces of this size (default 2M; 0: whole records)");
   g->add_option("--pilot", a.pilot, "prefetch the next layer's predicted experts: on (default) or off");
+  g->add_option("--pilot-reads", a.pilot_reads, "prefetch reads per layer, most likely picks first (0: all picks)")
+      ->check(CLI::Range(0, 1 << 20));
   g->add_option("--cache-policy", a.cache_policy, "dynamic expert cache: lru (default) or lfu");
   g->add_option("--hot-fraction", a.hot_fraction, "share of expert slots pinned from the heat histogram")
       ->check(CLI::Range(0.0, 1.0));
@@ -50,6 +52,7 @@ std::unique_ptr<Runtime> load(const ModelArgs& a) {
   if (!a.read_chunk.empty()) o.read_chunk = parse_byte_size(a.read_chunk, "--read-chunk");
   if (a.pilot != "on" && a.pilot != "off") fail("--pilot: '{}' must be on or off", a.pilot);
   o.pilot = a.pilot == "on";
+  o.pilot_reads = static_cast<size_t>(a.pilot_reads);
   o.cache_policy = residency::parse_cache_policy(a.cache_policy);
   o.hot_fraction = a.hot_fraction;
   o.verify_reads = a.verify_reads;
@@ -84,7 +87,7 @@ void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double
     for (size_t l = 0; l < st->pilot.size(); ++l)
       if (st->pilot[l].hinted)
         pilot.push_back({{"layer", l}, {"recall", st->pilot[l].recall()}, {"precision", st->pilot[l].precision()},
-                         {"switched_off", st->pilot[l].off}});
+                         {"switched_off", st->pilot[l].off}, {"ranks_read", st->pilot[l].ranks_read}});
     j["streaming"] = {
         {"ram_budget_bytes", b.budget},
         {"spine_bytes", b.spine},
@@ -155,6 +158,11 @@ void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double
       correct += p.correct;
       off += p.off;
     }
+    std::string ranks;
+    for (size_t l = 0; l < st->pilot.size(); ++l)
+      if (st->pilot[l].hinted) ranks += fmt::format("{}{}", ranks.empty() ? "" : " ", st->pilot[l].ranks_read);
+    if (hinted)
+      fmt::print(stderr, "pilot     top picks read per layer: {}\n", ranks);
     if (hinted)
       fmt::print(stderr, "pilot     recall {:.1f}%, precision {:.1f}% ({} hints, {} cancelled, {} layers switched off)\n",
                  100.0 * correct / std::max<uint64_t>(needed, 1), 100.0 * correct / hinted, hinted,

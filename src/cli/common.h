@@ -17,6 +17,7 @@ struct ModelArgs {
   int64_t ctx_size = 0;  // 0: 4096 with --ram-budget, else unlimited
   std::string ram_budget, drives, io = "uring", pilot = "on", cache_policy = "lru";
   int queue_depth = 16;
+  int pilot_reads = 0;
   std::string read_chunk;
   double hot_fraction = 0.5;
   bool verify_reads = false, no_heat_update = false, skip_missing_drives = false;

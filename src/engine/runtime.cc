@@ -104,6 +104,7 @@ std::unique_ptr<Runtime> Runtime::open(const std::string& path, const RuntimeOpt
   rt->streaming_ = std::make_unique<residency::StreamingExperts>(*rt->store_, *rt->cache_, layers, experts,
                                                                  rt->heat_.get());
   rt->streaming_->set_pilot(opts.pilot);
+  rt->streaming_->set_pilot_reads(opts.pilot_reads);
   // Pin the hot set: the hottest experts of past runs, leaving dynamic slots.
   uint64_t pin = plan.slots > min_slots ? static_cast<uint64_t>(opts.hot_fraction * static_cast<double>(plan.slots)) : 0;
   pin = std::min(pin, plan.slots - std::min(plan.slots, min_slots));

@@ -32,6 +32,7 @@ struct RuntimeOptions {
   int queue_depth = 16;               // reads (pieces of read_chunk) in flight per drive
   uint64_t read_chunk = 2ull << 20;   // bytes per read piece; 0: whole records (docs/store.md)
   bool pilot = true;
+  size_t pilot_reads = 0;             // prefetch reads per layer (0: every pick)
   residency::CachePolicy cache_policy = residency::CachePolicy::Lru;
   double hot_fraction = 0.5;          // share of expert slots pinned from the heat histogram
   bool verify_reads = false;

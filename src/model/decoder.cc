@@ -127,9 +127,25 @@ void DecoderModel::pilot_hint(size_t l, const float* h, int64_t n) {
   pilot_w_.resize(n * K);
   next.post_norm.run(h, n, pilot_x_.data());
   next.moe->router.route(pilot_x_.data(), n, pilot_ids_.data(), pilot_w_.data(), pool, pilot_scratch_);
-  std::vector<int32_t> uni(pilot_ids_.begin(), pilot_ids_.end());
-  std::sort(uni.begin(), uni.end());
-  uni.erase(std::unique(uni.begin(), uni.end()), uni.end());
+  // The picks, most likely first: by how many rows chose each expert, then
+  // by the best rank a row gave it (a single row: the router's own order).
+  const int64_t E = next.moe->router.n_experts;
+  pilot_votes_.assign(E, 0);
+  pilot_rank_.assign(E, K);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t e = pilot_ids_[r * K + k];
+      ++pilot_votes_[e];
+      pilot_rank_[e] = std::min<int64_t>(pilot_rank_[e], k);
+    }
+  std::vector<int32_t> uni;
+  for (int32_t e = 0; e < E; ++e)
+    if (pilot_votes_[e] > 0) uni.push_back(e);
+  std::sort(uni.begin(), uni.end(), [&](int32_t a, int32_t b) {
+    if (pilot_votes_[a] != pilot_votes_[b]) return pilot_votes_[a] > pilot_votes_[b];
+    if (pilot_rank_[a] != pilot_rank_[b]) return pilot_rank_[a] < pilot_rank_[b];
+    return a < b;
+  });
   experts->prefetch_hint(static_cast<int>(l + 1), uni);
 }
 

@@ -39,6 +39,7 @@ class ExpertSource {
   virtual int32_t next(ExpertWeights* out) = 0;
   virtual void release(int32_t expert) = 0;
   // Optional hint (the pilot): experts that layer `layer` will probably need.
+  // `experts`: the pilot's picks for `layer`, most likely first.
   virtual void prefetch_hint(int /*layer*/, std::span<const int32_t> /*experts*/) {}
 };
 

@@ -162,6 +162,9 @@ TEST(Streaming, BitIdenticalToResidentForEveryFixtureBudgetDriveCountPlacementAn
           so.read_chunk = pilot ? 4096 : 0;
           so.update_heat = false;  // every configuration starts cold (the hot set has its own test)
           auto rt = Runtime::open(store, so);
+          // Read every pick from the first hint (the default waits until a
+          // rank has proved itself): the most prefetching there can be.
+          rt->streaming_source()->set_pilot_rank_policy(0, 0.0);
           EXPECT_EQ(rt->budget().slots, slots);
           EXPECT_TRUE(same_bits(score(*rt, toks, static_cast<int64_t>(toks.size())), want));
           if (slots == 2) {
@@ -232,6 +235,7 @@ TEST(Streaming, PrefillReadsEachExpertOncePerLayer) {
   rt.reset();
   ro.pilot = true;
   auto rp = Runtime::open(store, ro);
+  rp->streaming_source()->set_pilot_rank_policy(0, 0.0);  // read every pick
   Session sp(rp->model(), 512);
   std::vector<float> last_p;
   sp.prefill(toks, nullptr, &last_p);
@@ -330,6 +334,46 @@ TEST(Streaming, PilotSwitchesOffLayersThatDoNotPay) {
   EXPECT_GT(off, 0u);
   EXPECT_GT(skipped, 0u);
   EXPECT_GT(hinted, 0u);
+  fs::remove_all(dir);
+}
+
+// Ranks: the pilot reads a pick only once its rank has been checked (without
+// reading) and found right often enough; the logits never change.
+TEST(Streaming, PilotReadsOnlyRanksThatHaveProvedThemselves) {
+  const std::string f = (fs::path(DELTAFIN_SOURCE_DIR) / "tests" / "fixtures" / "demo_moe").string();
+  auto ref = nlohmann::json::parse(std::ifstream(fs::path(f) / "reference.json"));
+  std::vector<int32_t> toks = ref["sequences"][1]["tokens"].get<std::vector<int32_t>>();
+  fs::path dir = scratch_dir("pilotrank");
+  const std::string store = pack(model_of(f), dir, 1, "stripe");
+  RuntimeOptions ro;
+  ro.threads = 1;
+  ro.update_heat = false;
+  ro.ram_budget = 0;
+  auto resident = Runtime::open(model_of(f), ro);
+  const std::vector<float> want = score(*resident, toks, 1);
+  {
+    // A precision no rank reaches: picks are checked, never read.
+    auto rt = Runtime::open(store, ro);
+    rt->streaming_source()->set_pilot_rank_policy(2, 1.01);
+    EXPECT_TRUE(same_bits(score(*rt, toks, 1), want));
+    uint64_t hinted = 0;
+    for (const auto& p : rt->stream_stats()->pilot) {
+      hinted += p.hinted;
+      EXPECT_EQ(p.ranks_read, 0);
+    }
+    EXPECT_GT(hinted, 0u);
+    EXPECT_EQ(rt->stream_stats()->prefetch_issued, 0u);
+  }
+  {
+    // Any precision pays: after 2 checks of each rank, its picks are read.
+    auto rt = Runtime::open(store, ro);
+    rt->streaming_source()->set_pilot_rank_policy(2, 0.0);
+    EXPECT_TRUE(same_bits(score(*rt, toks, 1), want));
+    EXPECT_GT(rt->stream_stats()->prefetch_issued, 0u);
+    int best = 0;
+    for (const auto& p : rt->stream_stats()->pilot) best = std::max(best, p.ranks_read);
+    EXPECT_GT(best, 0);
+  }
   fs::remove_all(dir);
 }
 

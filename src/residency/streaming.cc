@@ -54,8 +54,48 @@ void StreamingExperts::begin_layer(int layer, std::span<const int32_t> experts) 
   DF_CHECK(want_.empty() && ready_.empty() && deferred_.empty() && in_use_.empty());
   DF_CHECK(layer >= 0 && layer < layers_);
   layer_ = layer;
-  // Prefetches for this layer are no longer held: wanted ones are referenced
-  // again below, the others become ordinary cache entries.
+  // Pilot accounting: every pick, read or not, by its rank.
+  auto h = hints_.find(layer);
+  std::vector<int32_t>& wrong = wrong_;
+  wrong.clear();
+  if (h != hints_.end()) {
+    PilotLayerStats& ps = stats_.pilot[layer];
+    ps.hinted += h->second.size();
+    ps.needed += experts.size();
+    for (size_t k = 0; k < h->second.size(); ++k) {
+      const bool right = std::binary_search(experts.begin(), experts.end(), h->second[k]);
+      const size_t r = std::min<size_t>(k, PilotLayerStats::kRanks - 1);
+      ++ps.rank_hinted[r];
+      ps.rank_correct[r] += right;
+      ps.correct += right;
+      if (!right) wrong.push_back(h->second[k]);
+    }
+    hints_.erase(h);
+  }
+  // What is in RAM (pinned, cached, or prefetched and held) is referenced
+  // first, so that no miss below can evict it.
+  std::vector<std::pair<int32_t, bool>>& misses = misses_;  // expert, was prefetched
+  misses.clear();
+  for (int32_t e : experts) {
+    if (heat_) heat_->add(layer, e);
+    const uint64_t key = expert_key(layer, e);
+    want_.insert(e);
+    const int slot = cache_.find(key);
+    const bool was_prefetched = prefetched_.erase(key) > 0;
+    if (slot < 0) {
+      misses.emplace_back(e, was_prefetched);
+      continue;
+    }
+    cache_.ref(slot);
+    if (cache_.pinned(slot)) ++stats_.hits_pinned;
+    else if (was_prefetched) ++stats_.hits_prefetched;
+    else ++stats_.hits_cached;
+    if (cache_.state(slot) == ExpertCache::State::Ready) ready_.push_back(e);
+    else store_.promote(key);  // a prefetch still loading: now a demand read; pump() hands it out
+  }
+  // This layer's prefetches are no longer held: the wanted ones are
+  // referenced above, the others become ordinary cache entries, and wrong
+  // guesses whose reads have not started are cancelled.
   for (auto it = held_.begin(); it != held_.end();) {
     if (static_cast<int>(it->first >> 32) == layer) {
       cache_.unref(it->second);
@@ -64,44 +104,20 @@ void StreamingExperts::begin_layer(int layer, std::span<const int32_t> experts) 
       ++it;
     }
   }
-  // Pilot accounting, and wrong guesses whose reads have not started are cancelled.
-  auto h = hints_.find(layer);
-  if (h != hints_.end()) {
-    PilotLayerStats& ps = stats_.pilot[layer];
-    ps.hinted += h->second.size();
-    ps.needed += experts.size();
-    for (int32_t e : experts) ps.correct += h->second.count(e);
-    for (int32_t e : h->second) {
-      if (std::binary_search(experts.begin(), experts.end(), e)) continue;
-      const uint64_t key = expert_key(layer, e);
-      auto it = loading_.find(key);
-      if (it != loading_.end() && store_.cancel(key)) {
-        cache_.drop(it->second);
-        loading_.erase(it);
-        prefetched_.erase(key);
-        ++stats_.prefetch_cancelled;
-      }
-    }
-    hints_.erase(h);
-  }
-  for (int32_t e : experts) {
-    if (heat_) heat_->add(layer, e);
+  for (int32_t e : wrong) {
     const uint64_t key = expert_key(layer, e);
-    want_.insert(e);
-    int slot = cache_.find(key);
-    const bool was_prefetched = prefetched_.erase(key) > 0;
-    if (slot >= 0) {
-      cache_.ref(slot);
-      if (cache_.pinned(slot)) ++stats_.hits_pinned;
-      else if (was_prefetched) ++stats_.hits_prefetched;
-      else ++stats_.hits_cached;
-      if (cache_.state(slot) == ExpertCache::State::Ready) ready_.push_back(e);
-      else store_.promote(key);  // a prefetch still loading: now a demand read; pump() hands it out
-      continue;
+    auto it = loading_.find(key);
+    if (it != loading_.end() && store_.cancel(key)) {
+      cache_.drop(it->second);
+      loading_.erase(it);
+      prefetched_.erase(key);
+      ++stats_.prefetch_cancelled;
     }
+  }
+  for (auto [e, was_prefetched] : misses) {
     ++stats_.misses;
     if (was_prefetched) ++stats_.prefetch_evicted;
-    slot = cache_.claim(key);
+    const int slot = cache_.claim(expert_key(layer, e));
     if (slot < 0) {
       deferred_.push_back(e);
       continue;
@@ -183,18 +199,34 @@ void StreamingExperts::prefetch_hint(int layer, std::span<const int32_t> experts
     ps.skipped += experts.size();
     return;
   }
+  // The leading ranks that have shown they pay. Learning costs no reads:
+  // every pick is checked against the layer's experts, read or not.
+  ps.ranks_read = 0;
+  while (ps.ranks_read < PilotLayerStats::kRanks) {
+    const size_t r = static_cast<size_t>(ps.ranks_read);
+    if (ps.rank_hinted[r] < rank_warmup_ ||
+        static_cast<double>(ps.rank_correct[r]) < rank_min_precision_ * static_cast<double>(ps.rank_hinted[r]))
+      break;
+    ++ps.ranks_read;
+  }
   auto& h = hints_[layer];
   const size_t max_held = (cache_.slots() - pinned_) / 2;
-  for (int32_t e : experts) {
-    h.insert(e);
+  size_t reads = 0;
+  for (size_t k = 0; k < experts.size(); ++k) {
+    const int32_t e = experts[k];
+    if (std::find(h.begin(), h.end(), e) != h.end()) continue;
+    h.push_back(e);
     const uint64_t key = expert_key(layer, e);
     if (cache_.find(key) >= 0) continue;
+    if (pilot_reads_ > 0 && reads >= pilot_reads_) continue;
+    if (static_cast<int>(std::min<size_t>(k, PilotLayerStats::kRanks - 1)) >= ps.ranks_read) continue;
     if (held_.size() >= max_held) continue;  // no room to hold more: the miss path reads it later
     int slot = cache_.claim(key);
     if (slot < 0) continue;
     cache_.ref(slot);
     held_[key] = slot;
     issue(layer, e, slot, false);  // behind every demand read of the drive
+    ++reads;
     prefetched_.insert(key);
     ++stats_.prefetch_issued;
   }

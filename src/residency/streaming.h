@@ -7,6 +7,7 @@
 // which experts are handed out here never changes a bit of the logits.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -22,11 +23,18 @@
 namespace deltafin::residency {
 
 struct PilotLayerStats {
+  static constexpr int kRanks = 32;  // picks ranked lower share the last entry
   uint64_t hinted = 0;   // experts the pilot predicted for the layer
   uint64_t needed = 0;   // experts the layer then used (in blocks that had a hint)
   uint64_t correct = 0;  // predicted and used
   bool off = false;      // switched off: its precision did not pay for the reads
   uint64_t skipped = 0;  // hints ignored once off
+  // By the pick's rank in the hint (0: the most likely): how often a pick of
+  // that rank was made, and was right.
+  std::array<uint64_t, kRanks> rank_hinted{}, rank_correct{};
+  // The ranks read now: the leading ranks whose precision has been seen to
+  // pay (none until each has been checked `warmup` times).
+  int ranks_read = 0;
   double recall() const { return needed ? double(correct) / needed : 0; }
   double precision() const { return hinted ? double(correct) / hinted : 0; }
 };
@@ -56,6 +64,20 @@ class StreamingExperts : public ExpertSource {
   // rest of the run: its wrong guesses would cost more reads than its right
   // ones save.
   void set_pilot(bool on) { pilot_on_ = on; }
+  // At most this many prefetch reads per hint (the most likely picks first;
+  // 0: all): a layer's idle drive time holds only a few records, and every
+  // further guess costs a slot and drive time when it is wrong.
+  void set_pilot_reads(size_t n) { pilot_reads_ = n; }
+  // A pick of rank k is read only once the picks of every rank <= k have
+  // been checked `warmup` times and were right at least `min_precision` of
+  // the time: deeper picks are right less often, and a wrong guess costs a
+  // slot (an evicted cached expert) and drive time. Measured on random
+  // weights (bench/results/read-fraction-*.md): even 80 %-right top picks
+  // did not pay there, hence the high default.
+  void set_pilot_rank_policy(uint64_t warmup, double min_precision) {
+    rank_warmup_ = warmup;
+    rank_min_precision_ = min_precision;
+  }
   void set_pilot_policy(uint64_t warmup_hints, double min_precision) {
     pilot_warmup_ = warmup_hints;
     pilot_min_precision_ = min_precision;
@@ -81,6 +103,9 @@ class StreamingExperts : public ExpertSource {
   bool pilot_on_ = true;
   uint64_t pilot_warmup_ = 64;
   double pilot_min_precision_ = 0.25;
+  size_t pilot_reads_ = 0;
+  uint64_t rank_warmup_ = 8;
+  double rank_min_precision_ = 0.9;
 
   int layer_ = -1;
   std::set<int32_t> want_;                  // current layer: not yet handed out
@@ -94,8 +119,10 @@ class StreamingExperts : public ExpertSource {
   // slots are held, so the current layer always has slots to cycle through.
   std::map<uint64_t, int> held_;
   size_t pinned_ = 0;
-  std::map<int, std::set<int32_t>> hints_;  // layer -> predicted experts
+  std::map<int, std::vector<int32_t>> hints_;  // layer -> predicted experts, most likely first
   std::vector<store::RecordCompletion> done_;
+  std::vector<int32_t> wrong_;                     // begin_layer scratch
+  std::vector<std::pair<int32_t, bool>> misses_;   // begin_layer scratch
   StreamStats stats_;
 };
 
