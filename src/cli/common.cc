@@ -80,8 +80,12 @@ void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double
     const double uses = std::max<uint64_t>(1, st->expert_uses);
     nlohmann::json drives = nlohmann::json::array();
     const auto* es = rt.expert_store();
+    // Throughput per drive over the run's prefill and decode time (not the
+    // drive's own busy time, which the engine does not see).
+    const double run_s = s.prefill_seconds + s.decode_seconds;
     for (int d = 0; d < es->drives().size(); ++d)
       drives.push_back({{"dir", es->drives().dir(d)}, {"bytes_read", es->bytes_read(d)},
+                        {"read_GBps", run_s > 0 ? es->bytes_read(d) / run_s / 1e9 : 0.0},
                         {"available", es->drives().available(d)}});
     nlohmann::json pilot = nlohmann::json::array();
     for (size_t l = 0; l < st->pilot.size(); ++l)
@@ -168,8 +172,8 @@ void report_stats(const ModelArgs& a, Runtime& rt, const SessionStats& s, double
                  100.0 * correct / std::max<uint64_t>(needed, 1), 100.0 * correct / hinted, hinted,
                  st->prefetch_cancelled, off);
     for (const auto& d : sj["drives"])
-      fmt::print(stderr, "drive     {}: {}\n", d["dir"].get<std::string>(),
-                 format_bytes(static_cast<double>(d["bytes_read"].get<uint64_t>())));
+      fmt::print(stderr, "drive     {}: {}, {:.2f} GB/s over the run\n", d["dir"].get<std::string>(),
+                 format_bytes(static_cast<double>(d["bytes_read"].get<uint64_t>())), d["read_GBps"].get<double>());
   }
 }
 
