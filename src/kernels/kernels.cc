@@ -1,6 +1,7 @@
 // The encoding table, exact row decodes, ISA dispatch and the threaded matmul.
 #include "kernels/kernels.h"
 
+#include <cmath>
 #include <algorithm>
 #include <atomic>
 
@@ -199,6 +200,18 @@ void matmul(const WeightView& w, const float* x, int64_t n_rows, int64_t x_strid
     run(0, w.rows);
   else
     pool->parallel_for(w.rows, grain, run);
+}
+
+void axpy(float a, const float* x, float* y, int64_t n) {
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return detail::axpy_avx512(a, x, y, n);
+    case Isa::Avx2:
+      return detail::axpy_avx2(a, x, y, n);
+    case Isa::Scalar:
+      break;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
 }
 
 float dot(const float* a, const float* b, int64_t n) {

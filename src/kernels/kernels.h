@@ -102,4 +102,11 @@ void matmul_rows(Isa isa, const WeightView& w, int64_t o_begin, int64_t o_end,
 // The canonical dot product of two fp32 vectors (attention scores, norms).
 float dot(const float* a, const float* b, int64_t n);
 
+// y[i] = fmaf(a, x[i], y[i]) for i < n. Element by element (one rounding
+// each), so every ISA gives the same bits as the scalar loop: the model's
+// weighted sums (attention outputs, KDA state updates, router-order sums)
+// use it instead of std::fma, which is a library call in code compiled for
+// the baseline ISA.
+void axpy(float a, const float* x, float* y, int64_t n);
+
 }  // namespace deltafin::kernels

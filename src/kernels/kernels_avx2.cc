@@ -293,4 +293,11 @@ void matmul_rows_avx2(const WeightView& w, int64_t o_begin, int64_t o_end, const
 
 float dot_avx2(const float* a, const float* b, int64_t n) { return dot_with<V, DecF32>(a, b, n); }
 
+void axpy_avx2(float a, const float* x, float* y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+}
+
 }  // namespace deltafin::kernels::detail

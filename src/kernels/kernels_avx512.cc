@@ -297,4 +297,14 @@ void matmul_rows_avx512(const WeightView& w, int64_t o_begin, int64_t o_end, con
 
 float dot_avx512(const float* a, const float* b, int64_t n) { return dot_with<V, DecF32>(a, b, n); }
 
+void axpy_avx512(float a, const float* x, float* y, int64_t n) {
+  const __m512 va = _mm512_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  if (i < n) {
+    const __mmask16 m = tail_mask(static_cast<int>(n - i));
+    _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
 }  // namespace deltafin::kernels::detail

@@ -74,5 +74,7 @@ void matmul_rows_avx512(const WeightView& w, int64_t o_begin, int64_t o_end, con
 
 float dot_avx2(const float* a, const float* b, int64_t n);
 float dot_avx512(const float* a, const float* b, int64_t n);
+void axpy_avx2(float a, const float* x, float* y, int64_t n);
+void axpy_avx512(float a, const float* x, float* y, int64_t n);
 
 }  // namespace deltafin::kernels::detail

@@ -379,6 +379,21 @@ TEST(Matmul, DotIsTheCanonicalOrder) {
   }
 }
 
+TEST(Matmul, AxpyIsTheElementwiseFmaOnEveryIsa) {
+  auto x = random_x(77, 3), y0 = random_x(77, 4);
+  const float a = -0.7123f;
+  IsaGuard isa_guard;
+  for (Isa isa : supported_isas()) {
+    force_isa(isa);
+    for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 33, 77}) {
+      std::vector<float> want = y0, got = y0;
+      for (int64_t i = 0; i < n; ++i) want[i] = std::fma(a, x[i], want[i]);
+      axpy(a, x.data(), got.data(), n);
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0) << isa_name(isa) << " n=" << n;
+    }
+  }
+}
+
 // Y for a product computed one way, to compare bit for bit with another way.
 std::vector<float> product(const WeightView& w, const std::vector<float>& x, int64_t n,
                            ThreadPool* pool = nullptr) {

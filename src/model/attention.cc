@@ -93,7 +93,7 @@ void GqaAttention::forward(LayerState& st, const float* x, int64_t n, int64_t po
     std::fill(oh, oh + head_dim, 0.0f);
     for (int64_t t = 0; t < T; ++t) {
       const float* vt = c.v.data() + t * kw + kvh * head_dim;
-      for (int64_t j = 0; j < head_dim; ++j) oh[j] = std::fma(p[t], vt[j], oh[j]);
+      kernels::axpy(p[t], vt, oh, head_dim);
     }
   });
   c.len += n;
@@ -155,7 +155,7 @@ void MlaAttention::forward(LayerState& st, const float* x, int64_t n, int64_t po
         for (int64_t j = 0; j < nope; ++j) {
           const float qj = qh[j];
           const float* w = wuk.data() + j * kv_lora;
-          for (int64_t cc = 0; cc < kv_lora; ++cc) qa[cc] = std::fma(qj, w[cc], qa[cc]);
+          kernels::axpy(qj, w, qa.data(), kv_lora);
         }
         std::copy(qh + nope, qh + qhd, qa.begin() + kv_lora);
         const int64_t T = c.len + r + 1;
@@ -165,7 +165,7 @@ void MlaAttention::forward(LayerState& st, const float* x, int64_t n, int64_t po
         std::fill(olat.begin(), olat.end(), 0.0f);
         for (int64_t t = 0; t < T; ++t) {
           const float* ct = c.k.data() + t * cw;
-          for (int64_t cc = 0; cc < kv_lora; ++cc) olat[cc] = std::fma(p[t], ct[cc], olat[cc]);
+          kernels::axpy(p[t], ct, olat.data(), kv_lora);
         }
         kernels::matmul_rows(isa, wuv, 0, v_dim, olat.data(), 1, kv_lora, ob_.data() + (r * n_heads + h) * v_dim,
                              v_dim);

@@ -112,19 +112,19 @@ void KdaAttention::forward(LayerState& st, const float* x, int64_t n, int64_t /*
         std::fill(u.begin(), u.end(), 0.0f);
         for (int64_t d = 0; d < dk; ++d) {
           const float* row = S + d * dk;
-          for (int64_t j = 0; j < dk; ++j) u[j] = std::fma(row[j], kh[d], u[j]);
+          kernels::axpy(kh[d], row, u.data(), dk);  // u[j] = fma(row[j], kh[d], u[j]): the product commutes exactly
         }
         const float bt = beta_[r * n_heads + h];
         for (int64_t j = 0; j < dk; ++j) u[j] = (vs[j] - u[j]) * bt;  // delta
         for (int64_t d = 0; d < dk; ++d) {
           float* row = S + d * dk;
-          for (int64_t j = 0; j < dk; ++j) row[j] = std::fma(kh[d], u[j], row[j]);
+          kernels::axpy(kh[d], u.data(), row, dk);
         }
         float* o = core_.data() + r * D + h * dk;
         std::fill(o, o + dk, 0.0f);
         for (int64_t d = 0; d < dk; ++d) {
           const float* row = S + d * dk;
-          for (int64_t j = 0; j < dk; ++j) o[j] = std::fma(row[j], qh[d], o[j]);
+          kernels::axpy(qh[d], row, o, dk);
         }
         rmsnorm(o, o_norm.w.data(), o_norm.eps, dk, o);
         const float* og = og_.data() + r * D + h * dk;

@@ -170,7 +170,7 @@ void MoeFfn::run(const float* x, int64_t n, float* y, ExpertSource& experts, Thr
     for (int64_t k = 0; k < K; ++k) {
       const float wk = w_[r * K + k];
       const float* o = outs_.data() + (r * K + k) * He;
-      for (int64_t j = 0; j < He; ++j) yr[j] = std::fma(wk, o[j], yr[j]);
+      kernels::axpy(wk, o, yr, He);
     }
   }
   if (latent_down) {

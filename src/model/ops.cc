@@ -46,7 +46,7 @@ void attn_res(const float* const* v, int64_t m, const float* w, float eps, int64
   softmax(s, m);
   std::fill(out, out + dim, 0.0f);
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < dim; ++j) out[j] = std::fma(s[i], v[i][j], out[j]);
+    kernels::axpy(s[i], v[i], out, dim);
 }
 
 void Linear::run(const float* x, int64_t n, float* y, ThreadPool* pool) const {
