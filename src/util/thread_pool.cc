@@ -1,6 +1,7 @@
 #include "util/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace deltafin {
 
@@ -12,11 +13,28 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   cv_work_.notify_all();
   for (auto& t : workers_) t.join();
 }
+
+namespace {
+// How long a thread polls before it sleeps: about one short product.
+constexpr int64_t kSpinNs = 50'000;
+
+template <typename Pred>
+bool spin_until(Pred done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kSpinNs);
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+}  // namespace
 
 void ThreadPool::run_chunks() {
   for (;;) {
@@ -29,16 +47,19 @@ void ThreadPool::run_chunks() {
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
-    {
+    auto ready = [&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(ready)) {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_work_.wait(lk, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      ++sleepers_;
+      cv_work_.wait(lk, ready);
+      --sleepers_;
     }
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
     run_chunks();
-    {
+    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lk(mu_);
-      if (--active_ == 0) cv_done_.notify_one();
+      if (main_sleeping_) cv_done_.notify_one();
     }
   }
 }
@@ -51,19 +72,24 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
     for (int64_t b = 0; b < n; b += grain) fn(b, std::min(n, b + grain));
     return;
   }
+  fn_ = &fn;
+  n_ = n;
+  grain_ = grain;
+  next_.store(0);
+  active_.store(static_cast<int>(workers_.size()));
+  generation_.fetch_add(1, std::memory_order_acq_rel);  // publishes the job
   {
     std::lock_guard<std::mutex> lk(mu_);
-    fn_ = &fn;
-    n_ = n;
-    grain_ = grain;
-    next_.store(0);
-    active_ = static_cast<int>(workers_.size());
-    ++generation_;
+    if (sleepers_ > 0) cv_work_.notify_all();
   }
-  cv_work_.notify_all();
   run_chunks();
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_done_.wait(lk, [&] { return active_ == 0; });
+  auto done = [&] { return active_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(done)) {
+    std::unique_lock<std::mutex> lk(mu_);
+    main_sleeping_ = true;
+    cv_done_.wait(lk, done);
+    main_sleeping_ = false;
+  }
   fn_ = nullptr;
 }
 

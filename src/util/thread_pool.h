@@ -1,5 +1,9 @@
 // A fixed pool of worker threads for data-parallel loops.
 //
+// A decode step runs hundreds of short loops (a few hundred microseconds
+// each), so workers and the caller spin briefly (kSpinNs) before sleeping on
+// a condition variable: a futex wake-up costs tens of microseconds on a VM.
+//
 // Contract 2: callers split *independent output elements* across threads
 // (weight rows, heads, rows of a batch), never one reduction; so the result
 // never depends on the thread count. parallel_for hands out fixed-size ranges.
@@ -41,9 +45,11 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, grain_ = 1;
   std::atomic<int64_t> next_{0};
-  int active_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<int> active_{0};         // workers still in the current job
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  int sleepers_ = 0;                   // workers blocked on cv_work_ (under mu_)
+  bool main_sleeping_ = false;         // parallel_for blocked on cv_done_ (under mu_)
 };
 
 // Number of threads to use when the user gives none: the machine's cores.
