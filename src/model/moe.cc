@@ -112,17 +112,6 @@ void MoeFfn::run(const float* x, int64_t n, float* y, ExpertSource& experts, Thr
   ids_.resize(n * K);
   w_.resize(n * K);
   router.route(x, n, ids_.data(), w_.data(), pool, scratch_);
-  // Experts read xe [n, He] and their weighted sum goes to ye [n, He]: x and y
-  // themselves, or the latent (Kimi K3).
-  const float* xe = x;
-  float* ye = y;
-  if (latent_down) {
-    lat_in_.resize(n * He);
-    lat_out_.resize(n * He);
-    latent_down->run(x, n, lat_in_.data(), pool);
-    xe = lat_in_.data();
-    ye = lat_out_.data();
-  }
   // Union of experts (ascending) and, per expert, the (row, slot) pairs using
   // it: a counting sort of the n*K slots by expert (users_ from user_start_[e]).
   const int64_t E = router.n_experts;
@@ -138,8 +127,19 @@ void MoeFfn::run(const float* x, int64_t n, float* y, ExpertSource& experts, Thr
   const std::vector<int32_t>& uni = uni_;
   outs_.resize(n * K * He);
   experts.begin_layer(layer, uni);
-  // The shared expert runs while the routed experts' reads are in flight;
-  // its output is still added last, so the sum is the same.
+  // While the routed experts' reads are in flight: the latent projection
+  // (Kimi K3) and the shared expert, whose output is still added last.
+  // Experts read xe [n, He] and their weighted sum goes to ye [n, He]: x and
+  // y themselves, or the latent.
+  const float* xe = x;
+  float* ye = y;
+  if (latent_down) {
+    lat_in_.resize(n * He);
+    lat_out_.resize(n * He);
+    latent_down->run(x, n, lat_in_.data(), pool);
+    xe = lat_in_.data();
+    ye = lat_out_.data();
+  }
   if (shared) {
     shared_.resize(n * H);
     shared->run(x, n, shared_.data(), pool, scratch_);
