@@ -6,7 +6,9 @@
 # one drive's ceiling (bench_drive, same cgroup) at the expert size.
 # Tears down everything it creates (mounts, loop devices, cgroup, files).
 # Needs root. Usage: drive_scaling.sh BUILD_DIR WORK_DIR RESULTS_MD
-# Environment: BPS read cap per drive [250000000], TOKENS [16], BUDGET [400M]
+# Environment: BPS read cap per drive [250000000], TOKENS [16], BUDGET [400M],
+#   PLACEMENT stripe|mirror [stripe] (mirror: every record on every drive, read
+#   from the drive expected to finish first or split across two)
 set -euo pipefail
 build=$1
 work=$2
@@ -16,6 +18,7 @@ drive_bench=$build/bench/store/bench_drive
 BPS=${BPS:-250000000}
 TOKENS=${TOKENS:-16}
 BUDGET=${BUDGET:-400M}
+PLACEMENT=${PLACEMENT:-stripe}
 SYNTH="--arch deepseek_v3 --encoding mxfp4 --hidden 3584 --moe-inter 3072 --inter 1024 --experts 32 --top-k 8 --layers 3 --vocab 4096 --heads 8 --set n_shared_experts=0 --set q_lora_rank=256 --set kv_lora_rank=128 --set qk_nope_head_dim=64 --set qk_rope_head_dim=32 --set v_head_dim=64"
 [ "$(id -u)" = 0 ] || { echo "drive_scaling.sh needs root (loop devices, mounts, blkio cgroup)" >&2; exit 1; }
 mkdir -p "$work"
@@ -47,7 +50,7 @@ rows=()
 for D in 1 2 3 4; do
   drives=""
   for i in $(seq 1 "$D"); do drives+="${drives:+,}$work/mnt$i/s$D"; done
-  "$bin" pack --model "$work/model" --out "$work/store$D" --drives "$drives" --placement stripe 2>/dev/null
+  "$bin" pack --model "$work/model" --out "$work/store$D" --drives "$drives" --placement "$PLACEMENT" 2>/dev/null
   if [ "$D" = 1 ]; then
     drop
     in_cg "$drive_bench" --file "$work/mnt1/s1/deltafin-experts.bin" --blocks 17547264 --qd 4,16 --io uring \
@@ -62,9 +65,9 @@ for D in 1 2 3 4; do
 done
 {
   echo
-  echo "## drive_scaling.sh, $(date -u +%Y-%m-%dT%H:%M:%SZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "## drive_scaling.sh, $(date -u +%Y-%m-%dT%H:%M:%SZ), placement $PLACEMENT, commit $(git -C "$(dirname "$0")" rev-parse --short HEAD), load average $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
-  echo "- model: \`deltafin synth $SYNTH\`; budget $BUDGET; stores striped over D loop devices (direct I/O, ext4), each read-capped at $BPS bytes/s by blkio; \`generate --pilot off --threads 2 --prompt-tokens 0 --max-tokens $TOKENS --ignore-eos --no-heat-update\` cold (drop_caches) inside the capping cgroup"
+  echo "- model: \`deltafin synth $SYNTH\`; budget $BUDGET; stores ($PLACEMENT) over D loop devices (direct I/O, ext4), each read-capped at $BPS bytes/s by blkio; \`generate --pilot off --threads 2 --prompt-tokens 0 --max-tokens $TOKENS --ignore-eos --no-heat-update\` cold (drop_caches) inside the capping cgroup"
   echo "- one capped drive's ceiling (bench_drive, same cgroup, 17,547,264-byte reads, cold, median of 3): $(jq -r '[.points[] | "qd \(.queue_depth): \(.GBps * 100 | round / 100) GB/s"] | join(", ")' "$work/ceiling1.json")"
   echo
   echo "| drives | decode tok/s | bytes read / token | io_wait / decode | bytes per drive |"
