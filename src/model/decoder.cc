@@ -138,7 +138,8 @@ void DecoderModel::pilot_hint(size_t l, const float* h, int64_t n) {
       ++pilot_votes_[e];
       pilot_rank_[e] = std::min<int64_t>(pilot_rank_[e], k);
     }
-  std::vector<int32_t> uni;
+  std::vector<int32_t>& uni = pilot_uni_;
+  uni.clear();
   for (int32_t e = 0; e < E; ++e)
     if (pilot_votes_[e] > 0) uni.push_back(e);
   std::sort(uni.begin(), uni.end(), [&](int32_t a, int32_t b) {

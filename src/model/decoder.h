@@ -67,7 +67,7 @@ class DecoderModel : public Model {
   // The layer loop with attention residuals; leaves the mixed final h in x_.
   void run_layers_attn_res(std::vector<std::unique_ptr<LayerState>>& states, int64_t n, int64_t pos0);
   std::vector<float> pilot_x_, pilot_w_, pilot_scratch_;
-  std::vector<int32_t> pilot_ids_;
+  std::vector<int32_t> pilot_ids_, pilot_uni_;
   std::vector<int64_t> pilot_votes_, pilot_rank_;
   std::vector<float> x_, xn_, a_, scratch_, mix_, blocks_, res_scratch_;
 };
